@@ -1,0 +1,54 @@
+//! Everything a request handler may need, shared by all connections.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::methods::{self, system};
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+pub struct App {
+    pub config: Config,
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    pub metrics: Metrics,
+    started: Duration,
+    describe: OnceLock<Box<RawValue>>,
+}
+
+impl App {
+    pub fn new(config: Config, store: Store, clock: Arc<dyn Clock>) -> App {
+        App {
+            config,
+            store,
+            started: clock.monotonic(),
+            clock,
+            metrics: Metrics::new(methods::METHOD_NAMES),
+            describe: OnceLock::new(),
+        }
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.clock.monotonic().saturating_sub(self.started)
+    }
+
+    /// The DescribeInterface answer, generated once from the method types.
+    pub fn describe_interface(&self) -> &RawValue {
+        self.describe.get_or_init(|| {
+            let result = system::DescribeInterfaceResult {
+                protocol: system::PROTOCOL,
+                version: env!("CARGO_PKG_VERSION"),
+                methods: methods::describe_all(),
+                errors: system::error_table(),
+            };
+            serde_json::value::to_raw_value(&result).expect("the interface description serializes")
+        })
+    }
+}
+
+/// Shared handle to the application state.
+pub type SharedApp = Arc<App>;

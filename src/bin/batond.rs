@@ -1,0 +1,54 @@
+//! `batond`: the Baton daemon. Parses flags, sets up logging, runs the server.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use baton::clock::SystemClock;
+use baton::config::{Config, Flags};
+
+/// Baton: the local coordination daemon for multi-agent AI systems.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    flags: Flags,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    let config = match Config::from_process(&cli.flags) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("batond: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("batond: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(baton::server::run(config, Arc::new(SystemClock::new()))) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("batond: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Configuration, resolved in one place: command-line flags over the process environment
+//! over the env file (`BATON_ENV_FILE`, default `$BATON_HOME/.env`) over defaults.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Flags of `batond`; each mirrors one environment variable.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct Flags {
+    /// State directory (BATON_HOME) [default: ~/.baton]
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<String>,
+    /// Unix socket path (BATON_SOCKET_PATH) [default: $BATON_HOME/baton.sock]
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<String>,
+    /// Database URL (BATON_DATABASE_URL) [default: sqlite://$BATON_HOME/baton.db]
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Env file to read (BATON_ENV_FILE) [default: $BATON_HOME/.env]
+    #[arg(long, value_name = "PATH")]
+    pub env_file: Option<String>,
+    /// Socket file mode, octal (BATON_SOCKET_MODE) [default: 0600]
+    #[arg(long, value_name = "OCTAL")]
+    pub socket_mode: Option<String>,
+    /// Default resource lock lease in seconds (BATON_LOCK_TTL_SECS) [default: 300]
+    #[arg(long, value_name = "SECS")]
+    pub lock_ttl_secs: Option<String>,
+    /// Default task node lease in seconds (BATON_NODE_TIMEOUT_SECS) [default: 300]
+    #[arg(long, value_name = "SECS")]
+    pub node_timeout_secs: Option<String>,
+    /// Journal events included in an acquired node's context (BATON_CONTEXT_EVENT_LIMIT) [default: 50]
+    #[arg(long, value_name = "N")]
+    pub context_event_limit: Option<String>,
+    /// Longest request line accepted, in bytes (BATON_MAX_LINE_BYTES) [default: 1048576]
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<String>,
+    /// Largest stored value, in bytes of JSON (BATON_MAX_VALUE_BYTES) [default: 1048576]
+    #[arg(long, value_name = "BYTES")]
+    pub max_value_bytes: Option<String>,
+    /// Root that absolute file:/dir: lock paths must lie in (BATON_WORKSPACE) [default: the working directory]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<String>,
+}
+
+/// The resolved configuration of one daemon.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: PathBuf,
+    pub socket_path: PathBuf,
+    pub database_path: PathBuf,
+    /// The env file that was read, if one existed.
+    pub env_file: Option<PathBuf>,
+    pub socket_mode: u32,
+    pub lock_ttl_secs: u64,
+    pub node_timeout_secs: u64,
+    pub context_event_limit: u64,
+    pub max_line_bytes: usize,
+    pub max_value_bytes: usize,
+    pub workspace: PathBuf,
+}
+
+/// A configuration value that could not be used; the message names where it came from.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
+#[derive(Clone, Copy)]
+enum Source {
+    Flag,
+    Env,
+    EnvFile,
+}
+
+struct Layers<'a> {
+    flags: HashMap<&'static str, String>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    file: HashMap<String, String>,
+    file_path: Option<PathBuf>,
+    user_home: Option<PathBuf>,
+}
+
+impl Layers<'_> {
+    fn get(&self, name: &'static str) -> Option<(String, Source)> {
+        if let Some(v) = self.flags.get(name) {
+            return Some((v.clone(), Source::Flag));
+        }
+        if let Some(v) = (self.env)(name).filter(|v| !v.is_empty()) {
+            return Some((v, Source::Env));
+        }
+        self.file
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .map(|v| (v.clone(), Source::EnvFile))
+    }
+
+    fn describe(&self, name: &str, source: Source) -> String {
+        match source {
+            Source::Flag => format!("--{}", flag_name(name)),
+            Source::Env => format!("{name} (environment)"),
+            Source::EnvFile => format!(
+                "{name} (env file {})",
+                self.file_path
+                    .as_deref()
+                    .map(Path::display)
+                    .map(|d| d.to_string())
+                    .unwrap_or_default()
+            ),
+        }
+    }
+
+    fn path(&self, name: &'static str) -> Result<Option<PathBuf>, ConfigError> {
+        self.get(name)
+            .map(|(v, source)| {
+                expand_tilde(&v, self.user_home.as_deref(), &self.describe(name, source))
+            })
+            .transpose()
+    }
+
+    fn number<T>(&self, name: &'static str, default: T, min: T) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        let Some((raw, source)) = self.get(name) else {
+            return Ok(default);
+        };
+        match raw.trim().parse::<T>() {
+            Ok(v) if v >= min => Ok(v),
+            _ => Err(ConfigError(format!(
+                "{} is `{raw}`; it must be a whole number of at least {min}",
+                self.describe(name, source)
+            ))),
+        }
+    }
+}
+
+fn flag_name(var: &str) -> String {
+    let stem = var
+        .trim_start_matches("BATON_")
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    match stem.as_str() {
+        "socket-path" => "socket".into(),
+        other => other.into(),
+    }
+}
+
+fn expand_tilde(raw: &str, user_home: Option<&Path>, what: &str) -> Result<PathBuf, ConfigError> {
+    if raw == "~" || raw.starts_with("~/") {
+        let home = user_home.ok_or_else(|| {
+            ConfigError(format!(
+                "{what} starts with ~ but $HOME is not set; give an absolute path"
+            ))
+        })?;
+        return Ok(home.join(raw.trim_start_matches('~').trim_start_matches('/')));
+    }
+    Ok(PathBuf::from(raw))
+}
+
+impl Config {
+    /// Resolves the configuration from flags, the process environment and the env file.
+    pub fn from_process(flags: &Flags) -> Result<Config, ConfigError> {
+        Config::resolve(flags, &|name| std::env::var(name).ok())
+    }
+
+    /// Resolves the configuration with `env` standing in for the process environment.
+    pub fn resolve(
+        flags: &Flags,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut flag_values = HashMap::new();
+        for (name, value) in [
+            ("BATON_HOME", &flags.home),
+            ("BATON_SOCKET_PATH", &flags.socket),
+            ("BATON_DATABASE_URL", &flags.database_url),
+            ("BATON_ENV_FILE", &flags.env_file),
+            ("BATON_SOCKET_MODE", &flags.socket_mode),
+            ("BATON_LOCK_TTL_SECS", &flags.lock_ttl_secs),
+            ("BATON_NODE_TIMEOUT_SECS", &flags.node_timeout_secs),
+            ("BATON_CONTEXT_EVENT_LIMIT", &flags.context_event_limit),
+            ("BATON_MAX_LINE_BYTES", &flags.max_line_bytes),
+            ("BATON_MAX_VALUE_BYTES", &flags.max_value_bytes),
+            ("BATON_WORKSPACE", &flags.workspace),
+        ] {
+            if let Some(v) = value {
+                flag_values.insert(name, v.clone());
+            }
+        }
+        let mut layers = Layers {
+            flags: flag_values,
+            env,
+            file: HashMap::new(),
+            file_path: None,
+            user_home: env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from),
+        };
+
+        // The env file's own location can only come from flags, the environment or defaults.
+        let default_home = || -> Result<PathBuf, ConfigError> {
+            layers
+                .user_home
+                .as_ref()
+                .map(|h| h.join(".baton"))
+                .ok_or_else(|| {
+                    ConfigError("$HOME is not set; set BATON_HOME or pass --home".into())
+                })
+        };
+        let early_home = match layers.path("BATON_HOME")? {
+            Some(home) => home,
+            None => default_home()?,
+        };
+        let env_file = layers
+            .path("BATON_ENV_FILE")?
+            .unwrap_or_else(|| early_home.join(".env"));
+        match std::fs::read(&env_file) {
+            Ok(_) => {
+                let iter = dotenvy::from_path_iter(&env_file).map_err(|e| {
+                    ConfigError(format!("cannot read env file {}: {e}", env_file.display()))
+                })?;
+                for item in iter {
+                    let (k, v) = item.map_err(|e| {
+                        ConfigError(format!(
+                            "env file {} has a line that is not NAME=value ({e}); fix or remove it",
+                            env_file.display()
+                        ))
+                    })?;
+                    layers.file.insert(k, v);
+                }
+                layers.file_path = Some(env_file);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(ConfigError(format!(
+                    "cannot read env file {}: {e}",
+                    env_file.display()
+                )))
+            }
+        }
+
+        let home = match layers.path("BATON_HOME")? {
+            Some(home) => home,
+            None => default_home()?,
+        };
+        let socket_path = layers
+            .path("BATON_SOCKET_PATH")?
+            .unwrap_or_else(|| home.join("baton.sock"));
+        let database_path = match layers.get("BATON_DATABASE_URL") {
+            None => home.join("baton.db"),
+            Some((url, source)) => {
+                let what = layers.describe("BATON_DATABASE_URL", source);
+                let path = url
+                    .strip_prefix("sqlite://")
+                    .or_else(|| url.strip_prefix("sqlite:"))
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| {
+                        ConfigError(format!(
+                            "{what} is `{url}`; it must be sqlite://PATH, e.g. sqlite:///home/me/.baton/baton.db"
+                        ))
+                    })?;
+                expand_tilde(path, layers.user_home.as_deref(), &what)?
+            }
+        };
+        let socket_mode = match layers.get("BATON_SOCKET_MODE") {
+            None => 0o600,
+            Some((raw, source)) => {
+                let digits = raw.trim().trim_start_matches("0o");
+                match u32::from_str_radix(digits, 8) {
+                    Ok(mode) if mode <= 0o777 => mode,
+                    _ => {
+                        return Err(ConfigError(format!(
+                            "{} is `{raw}`; it must be an octal file mode such as 0600 or 0660",
+                            layers.describe("BATON_SOCKET_MODE", source)
+                        )))
+                    }
+                }
+            }
+        };
+        let workspace = match layers.path("BATON_WORKSPACE")? {
+            Some(dir) => dir,
+            None => std::env::current_dir().map_err(|e| {
+                ConfigError(format!(
+                    "cannot read the working directory ({e}); set BATON_WORKSPACE"
+                ))
+            })?,
+        };
+
+        Ok(Config {
+            home,
+            socket_path,
+            database_path,
+            env_file: layers.file_path.clone(),
+            socket_mode,
+            lock_ttl_secs: layers.number("BATON_LOCK_TTL_SECS", 300, 1)?,
+            node_timeout_secs: layers.number("BATON_NODE_TIMEOUT_SECS", 300, 1)?,
+            context_event_limit: layers.number("BATON_CONTEXT_EVENT_LIMIT", 50, 0)?,
+            max_line_bytes: layers.number("BATON_MAX_LINE_BYTES", 1 << 20, 64)?,
+            max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
+            workspace,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn defaults_live_under_home_dot_baton() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_str().unwrap();
+        let config = Config::resolve(&Flags::default(), &env_of(&[("HOME", home)])).unwrap();
+        assert_eq!(config.home, dir.path().join(".baton"));
+        assert_eq!(config.socket_path, dir.path().join(".baton/baton.sock"));
+        assert_eq!(config.database_path, dir.path().join(".baton/baton.db"));
+        assert_eq!(config.socket_mode, 0o600);
+        assert_eq!(config.max_line_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn flags_beat_environment_beat_env_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let env_file = dir.path().join("baton.env");
+        std::fs::write(
+            &env_file,
+            "BATON_MAX_LINE_BYTES=4096\nBATON_MAX_VALUE_BYTES=2048\nBATON_LOCK_TTL_SECS=7\n",
+        )
+        .unwrap();
+        let env = env_of(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            ("BATON_ENV_FILE", env_file.to_str().unwrap()),
+            ("BATON_MAX_VALUE_BYTES", "1024"),
+            ("BATON_LOCK_TTL_SECS", "9"),
+        ]);
+        let flags = Flags {
+            lock_ttl_secs: Some("11".into()),
+            ..Flags::default()
+        };
+        let config = Config::resolve(&flags, &env).unwrap();
+        assert_eq!(config.max_line_bytes, 4096, "env file");
+        assert_eq!(config.max_value_bytes, 1024, "environment over env file");
+        assert_eq!(config.lock_ttl_secs, 11, "flag over environment");
+    }
+
+    #[test]
+    fn bad_values_name_their_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_of(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            ("BATON_SOCKET_MODE", "rw"),
+        ]);
+        let err = Config::resolve(&Flags::default(), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("BATON_SOCKET_MODE (environment)"), "{err}");
+        let env = env_of(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            ("BATON_DATABASE_URL", "postgres://x"),
+        ]);
+        let err = Config::resolve(&Flags::default(), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sqlite://PATH"), "{err}");
+    }
+
+    #[test]
+    fn database_url_and_tilde_expand() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_of(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            ("BATON_DATABASE_URL", "sqlite://~/data/b.db"),
+            ("BATON_SOCKET_MODE", "0660"),
+        ]);
+        let config = Config::resolve(&Flags::default(), &env).unwrap();
+        assert_eq!(config.database_path, dir.path().join("data/b.db"));
+        assert_eq!(config.socket_mode, 0o660);
+    }
+}

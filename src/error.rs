@@ -1,0 +1,169 @@
+//! The one error type every request can end in: a stable wire code, a kind, a message
+//! that tells the caller what to do next, and optional structured data.
+
+use serde_json::{json, Map, Value};
+
+/// Every way a request can fail. Each variant maps to one wire `code` and `kind`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Parse(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("unknown method `{method}`; call DescribeInterface for the list of methods")]
+    MethodNotFound { method: String },
+    #[error("{message}")]
+    InvalidParams {
+        message: String,
+        field: Option<String>,
+    },
+    #[error("request line is longer than the limit of {limit} bytes; send a smaller request (the limit is BATON_MAX_LINE_BYTES)")]
+    RequestTooLarge { limit: usize },
+    #[error("internal error: {0}; this is a bug in batond, please report it")]
+    Internal(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    /// A compare-and-set or Txn compare did not hold; `data` carries the current state.
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        data: Map<String, Value>,
+    },
+    #[error("idempotency key `{key}` was already used with different params; use a new key for a different request")]
+    IdempotencyConflict { key: String },
+    #[error("{0}")]
+    LeaseInvalid(String),
+    #[error("{0}")]
+    Compacted(String),
+    #[error("value is {size} bytes, over the limit of {limit} bytes; store a smaller value or raise BATON_MAX_VALUE_BYTES")]
+    ValueTooLarge { size: usize, limit: usize },
+    #[error("batond is overloaded (write queue full); retry shortly")]
+    Overloaded,
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl Error {
+    /// The wire code (JSON-RPC style negative codes, HTTP-like positive ones).
+    pub fn code(&self) -> i64 {
+        match self {
+            Error::Parse(_) => -32700,
+            Error::InvalidRequest(_) => -32600,
+            Error::MethodNotFound { .. } => -32601,
+            Error::InvalidParams { .. } => -32602,
+            Error::RequestTooLarge { .. } => -32001,
+            Error::Internal(_) => -32603,
+            Error::Invalid(_) => 400,
+            Error::NotFound(_) => 404,
+            Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
+            Error::LeaseInvalid(_) => 410,
+            Error::Compacted(_) => 416,
+            Error::ValueTooLarge { .. } => 413,
+            Error::Overloaded => 429,
+            Error::Unavailable(_) => 503,
+        }
+    }
+
+    /// The stable machine-readable kind, sent as `data.kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Parse(_) => "parse_error",
+            Error::InvalidRequest(_) => "invalid_request",
+            Error::MethodNotFound { .. } => "method_not_found",
+            Error::InvalidParams { .. } => "invalid_params",
+            Error::RequestTooLarge { .. } => "request_too_large",
+            Error::Internal(_) => "internal",
+            Error::Invalid(_) => "invalid",
+            Error::NotFound(_) => "not_found",
+            Error::Conflict { .. } => "conflict",
+            Error::IdempotencyConflict { .. } => "idempotency_conflict",
+            Error::LeaseInvalid(_) => "lease_invalid",
+            Error::Compacted(_) => "compacted",
+            Error::ValueTooLarge { .. } => "value_too_large",
+            Error::Overloaded => "overloaded",
+            Error::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// The `error` object of a response: `{code, message, data: {kind, ...}}`.
+    pub fn to_wire(&self) -> Value {
+        let mut data = match self {
+            Error::Conflict { data, .. } => data.clone(),
+            _ => Map::new(),
+        };
+        data.insert("kind".into(), Value::from(self.kind()));
+        match self {
+            Error::MethodNotFound { .. } => {
+                data.insert("methods".into(), json!(crate::protocol::method_names()));
+            }
+            Error::InvalidParams {
+                field: Some(field), ..
+            } => {
+                data.insert("field".into(), Value::from(field.as_str()));
+            }
+            Error::RequestTooLarge { limit } => {
+                data.insert("limit".into(), json!(limit));
+            }
+            Error::ValueTooLarge { size, limit } => {
+                data.insert("size".into(), json!(size));
+                data.insert("limit".into(), json!(limit));
+            }
+            Error::IdempotencyConflict { key } => {
+                data.insert("idempotency_key".into(), json!(key));
+            }
+            _ => {}
+        }
+        json!({ "code": self.code(), "message": self.to_string(), "data": data })
+    }
+
+    pub fn invalid_params(field: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::InvalidParams {
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// Whether this error is a failure of the daemon (as opposed to a refusal of the request).
+    pub fn is_server_fault(&self) -> bool {
+        matches!(self, Error::Internal(_) | Error::Unavailable(_))
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(err: rusqlite::Error) -> Error {
+        use rusqlite::ErrorCode;
+        match err.sqlite_error_code() {
+            Some(ErrorCode::DiskFull) => Error::Unavailable(
+                "storage is full, nothing was written; free disk space and retry".into(),
+            ),
+            Some(ErrorCode::ReadOnly)
+            | Some(ErrorCode::SystemIoFailure)
+            | Some(ErrorCode::CannotOpen)
+            | Some(ErrorCode::PermissionDenied) => Error::Unavailable(format!(
+                "storage is failing ({err}), nothing was written; check the database file and disk, then retry"
+            )),
+            Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+                Error::Unavailable(format!("storage is busy ({err}); retry shortly"))
+            }
+            _ => Error::Internal(format!("storage: {err}")),
+        }
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(err: r2d2::Error) -> Error {
+        Error::Unavailable(format!(
+            "no database connection available ({err}); retry shortly"
+        ))
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(err: serde_json::Error) -> Error {
+        Error::Internal(format!("json: {err}"))
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

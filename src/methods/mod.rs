@@ -1,0 +1,267 @@
+//! One handler per wire method. Each method is a params type implementing [`Method`]: its
+//! wire name, summary, result type and a `plan` saying how to serve it (answer now, read,
+//! or queue a write). The registry below is the one list of methods; parsing, dispatch and
+//! DescribeInterface are all generated from it.
+
+pub mod journal;
+pub mod state;
+pub mod system;
+
+use rusqlite::Connection;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::app::App;
+use crate::error::{Error, Result};
+use crate::store::{Idempotency, ReadFn, Reply, WriteCtx, WriteFn};
+
+/// Size limits that checks before queueing need.
+pub struct Limits {
+    pub max_value_bytes: usize,
+}
+
+/// What a method needs to make its plan.
+pub struct Ctx<'a> {
+    pub app: &'a std::sync::Arc<App>,
+    /// The params exactly as sent (for idempotency digests).
+    pub raw_params: &'a RawValue,
+}
+
+impl Ctx<'_> {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_value_bytes: self.app.config.max_value_bytes,
+        }
+    }
+}
+
+/// How a request is served.
+pub enum Plan {
+    /// Already answered.
+    Ready(Result<Reply>),
+    /// A read: runs on a read connection, or behind the writer when the same connection
+    /// has writes in flight. `heavy` reads may take long and run off the async workers.
+    Read { apply: ReadFn, heavy: bool },
+    /// A mutation for the writer.
+    Write {
+        idempotency: Option<Idempotency>,
+        apply: WriteFn,
+    },
+}
+
+/// A wire method, implemented by its params type.
+pub trait Method: DeserializeOwned + JsonSchema + Send + 'static {
+    const NAME: &'static str;
+    const SUMMARY: &'static str;
+    type Output: Serialize + JsonSchema;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan>;
+}
+
+/// Serializes a result for the wire.
+pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
+    Ok(serde_json::value::to_raw_value(value)?)
+}
+
+/// A read of method `M`, checked to produce `M::Output`.
+pub fn read<M: Method>(
+    heavy: bool,
+    f: impl FnOnce(&Connection) -> Result<M::Output> + Send + 'static,
+) -> Plan {
+    Plan::Read {
+        apply: Box::new(move |conn| reply(&f(conn)?)),
+        heavy,
+    }
+}
+
+/// A mutation of method `M`, checked to produce `M::Output`.
+pub fn write<M: Method>(
+    cx: &Ctx<'_>,
+    idempotency_key: Option<String>,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<M::Output> + Send + 'static,
+) -> Result<Plan> {
+    let idempotency = match idempotency_key {
+        Some(key) if key.is_empty() || key.len() > 256 => {
+            return Err(Error::invalid_params(
+                "idempotency_key",
+                "idempotency_key must be 1 to 256 bytes; use a UUID",
+            ))
+        }
+        Some(key) => Some(Idempotency::new(key, M::NAME, cx.raw_params)?),
+        None => None,
+    };
+    Ok(Plan::Write {
+        idempotency,
+        apply: Box::new(move |ctx| reply(&f(ctx)?)),
+    })
+}
+
+/// An answer of method `M` available at once.
+pub fn ready<M: Method>(result: Result<M::Output>) -> Result<Plan> {
+    Ok(Plan::Ready(result.and_then(|r| reply(&r))))
+}
+
+/// `limit` for paged reads: default 100, 1 to 1000.
+pub fn limit_or_default(limit: Option<u64>) -> Result<u64> {
+    match limit {
+        None => Ok(100),
+        Some(n @ 1..=1000) => Ok(n),
+        Some(n) => Err(Error::Invalid(format!(
+            "limit is {n}; it must be 1 to 1000 (page with the cursor for more)"
+        ))),
+    }
+}
+
+/// Parses params into `M`, naming the offending field on failure.
+fn parse<M: Method>(raw: &RawValue) -> Result<M> {
+    let text = raw.get();
+    let text = if text == "null" { "{}" } else { text };
+    if !text.starts_with('{') {
+        return Err(Error::InvalidParams {
+            message: format!(
+                "params of {} must be a JSON object; send {{...}} or omit params",
+                M::NAME
+            ),
+            field: None,
+        });
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize::<_, M>(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        let inner = inner
+            .split(" at line ")
+            .next()
+            .unwrap_or(&inner)
+            .to_string();
+        let (field, message) = if let Some(missing) = inner.strip_prefix("missing field `") {
+            let name = missing.trim_end_matches('`');
+            let field = if path == "." {
+                name.to_string()
+            } else {
+                format!("{path}.{name}")
+            };
+            (
+                Some(field.clone()),
+                format!(
+                    "{} needs `{field}`; add it (see DescribeInterface)",
+                    M::NAME
+                ),
+            )
+        } else if inner.starts_with("unknown field") {
+            let name = inner.split('`').nth(1).unwrap_or("").to_string();
+            let field = if path == "." { name } else { path.clone() };
+            (
+                Some(field),
+                format!("{}: {inner}; remove or correct it", M::NAME),
+            )
+        } else if path == "." {
+            (None, format!("{}: {inner}", M::NAME))
+        } else {
+            (
+                Some(path.clone()),
+                format!("{}: field `{path}`: {inner}", M::NAME),
+            )
+        };
+        Error::InvalidParams { message, field }
+    })
+}
+
+/// Accepts PascalCase names and their snake_case aliases (`clear_namespace`).
+pub fn canonical_name(method: &str) -> std::borrow::Cow<'_, str> {
+    if method.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return method.into();
+    }
+    method
+        .split('_')
+        .map(|part| {
+            let mut chars = part.chars();
+            match chars.next() {
+                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// A method as DescribeInterface lists it.
+#[derive(Serialize)]
+pub struct MethodDescription {
+    pub method: &'static str,
+    pub summary: &'static str,
+    pub params_schema: schemars::Schema,
+    pub result_schema: schemars::Schema,
+}
+
+fn describe<M: Method>() -> MethodDescription {
+    MethodDescription {
+        method: M::NAME,
+        summary: M::SUMMARY,
+        params_schema: schemars::schema_for!(M),
+        result_schema: schemars::schema_for!(M::Output),
+    }
+}
+
+macro_rules! registry {
+    ($($method:ty),* $(,)?) => {
+        /// Every wire method name, in the order DescribeInterface lists them.
+        pub const METHOD_NAMES: &[&str] = &[$(<$method as Method>::NAME),*];
+
+        /// Parses `params` for `method` (a canonical name) and plans the request.
+        pub fn plan(method: &str, cx: &Ctx<'_>) -> Result<(&'static str, Plan)> {
+            $(
+                if method == <$method as Method>::NAME {
+                    let params = parse::<$method>(cx.raw_params)?;
+                    return Ok((<$method as Method>::NAME, params.plan(cx)?));
+                }
+            )*
+            Err(Error::MethodNotFound { method: method.to_string() })
+        }
+
+        /// Descriptions of every method, generated from the types that parse them.
+        pub fn describe_all() -> Vec<MethodDescription> {
+            vec![$(describe::<$method>()),*]
+        }
+    };
+}
+
+registry!(
+    state::GetParams,
+    state::SetParams,
+    state::DeleteParams,
+    state::ListParams,
+    state::HistoryParams,
+    state::TxnParams,
+    state::ClearNamespaceParams,
+    state::ExportParams,
+    journal::ReadEventsParams,
+    journal::PublishParams,
+    system::DescribeInterfaceParams,
+    system::HealthParams,
+    system::MetricsParams,
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_case_aliases_map_to_pascal_case() {
+        assert_eq!(canonical_name("clear_namespace"), "ClearNamespace");
+        assert_eq!(canonical_name("get"), "Get");
+        assert_eq!(canonical_name("ReadEvents"), "ReadEvents");
+    }
+
+    #[test]
+    fn every_method_describes_params_and_result() {
+        let all = describe_all();
+        assert_eq!(all.len(), METHOD_NAMES.len());
+        for m in all {
+            let params = serde_json::to_value(&m.params_schema).unwrap();
+            assert_eq!(params["type"], "object", "{}", m.method);
+            assert!(serde_json::to_value(&m.result_schema).unwrap().is_object());
+        }
+    }
+}

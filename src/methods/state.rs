@@ -1,0 +1,526 @@
+//! Versioned state: Get, Set, Delete, List, History, Txn, ClearNamespace, Export.
+//! Params are checked here; the SQL lives in `store::state`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+use crate::store::state as sql;
+use crate::store::WriteCtx;
+
+use super::{limit_or_default, read, write, Ctx, Limits, Method, Plan};
+
+/// Longest namespace or key, in bytes.
+pub const MAX_NAME_BYTES: usize = 512;
+
+/// A JSON value of any shape, kept as the client sent it.
+pub type Json = Box<RawValue>;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetParams {
+    pub namespace: String,
+    pub key: String,
+}
+
+/// `found: false` carries only `namespace` and `key`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GetResult {
+    pub found: bool,
+    pub namespace: String,
+    pub key: String,
+    #[serde(flatten)]
+    pub record: Option<RecordState>,
+}
+
+/// The stored state of a live record.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RecordState {
+    #[schemars(with = "serde_json::Value")]
+    pub value: Json,
+    pub version: u64,
+    pub revision: u64,
+    pub updated_by: Option<String>,
+    pub updated_at: String,
+}
+
+/// A live record, as List and Export return it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Record {
+    pub namespace: String,
+    pub key: String,
+    #[serde(flatten)]
+    pub state: RecordState,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetParams {
+    pub namespace: String,
+    pub key: String,
+    #[schemars(with = "serde_json::Value")]
+    pub value: Json,
+    pub updated_by: Option<String>,
+    /// Absent: write unconditionally. 0: create only. N: only if the current version is N.
+    pub expected_version: Option<u64>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SetResult {
+    pub namespace: String,
+    pub key: String,
+    pub version: u64,
+    pub previous_version: u64,
+    pub revision: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteParams {
+    pub namespace: String,
+    pub key: String,
+    pub expected_version: Option<u64>,
+    pub updated_by: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeleteResult {
+    pub deleted: bool,
+    /// The tombstone's version when deleted; otherwise the key's last version (0 if never written).
+    pub version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub namespace: String,
+    pub prefix: Option<String>,
+    /// 1 to 1000, default 100.
+    pub limit: Option<u64>,
+    /// The last key of the previous page.
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListResult {
+    pub records: Vec<Record>,
+    /// Pass as `after` for the next page; null when there are no more records.
+    pub next_after: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryParams {
+    pub namespace: String,
+    pub key: String,
+    /// 1 to 1000, default 100.
+    pub limit: Option<u64>,
+    /// Only versions older than this one.
+    pub before_version: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryEntry {
+    pub version: u64,
+    #[schemars(with = "serde_json::Value")]
+    pub value: Json,
+    pub updated_by: Option<String>,
+    pub updated_at: String,
+    pub revision: u64,
+    pub deleted: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryResult {
+    /// Newest first.
+    pub history: Vec<HistoryEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TxnCompare {
+    pub namespace: String,
+    pub key: String,
+    /// The version the key must be at; 0 means it must not exist.
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TxnOpKind {
+    Set,
+    Delete,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TxnOp {
+    pub op: TxnOpKind,
+    pub namespace: String,
+    pub key: String,
+    /// Required for `set`.
+    #[serde(default, deserialize_with = "present_json")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub value: Option<Json>,
+}
+
+/// Distinguishes `"value": null` (a JSON null to store) from an absent field.
+fn present_json<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Json>, D::Error> {
+    Json::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TxnParams {
+    #[serde(default)]
+    pub compare: Vec<TxnCompare>,
+    #[serde(default)]
+    pub ops: Vec<TxnOp>,
+    pub updated_by: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TxnOpResult {
+    pub op: TxnOpKind,
+    pub namespace: String,
+    pub key: String,
+    pub version: u64,
+    pub revision: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TxnResult {
+    /// The revision of the last op, or the current head when there were no ops.
+    pub revision: u64,
+    pub results: Vec<TxnOpResult>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClearNamespaceParams {
+    pub namespace: String,
+    pub updated_by: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ClearNamespaceResult {
+    pub deleted: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExportResult {
+    pub records: Vec<Record>,
+    /// The head revision the export is a snapshot of.
+    pub revision: u64,
+}
+
+/// Refuses an empty or over-long namespace or key.
+pub fn check_name(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{field} must not be empty; give a non-empty string"
+        )));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(Error::Invalid(format!(
+            "{field} is {} bytes, over the limit of {MAX_NAME_BYTES}; use a shorter {field}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+pub fn check_value(value: &RawValue, limits: &Limits) -> Result<()> {
+    let size = value.get().len();
+    if size > limits.max_value_bytes {
+        return Err(Error::ValueTooLarge {
+            size,
+            limit: limits.max_value_bytes,
+        });
+    }
+    Ok(())
+}
+
+// ---- reads ----
+
+pub fn get(conn: &rusqlite::Connection, p: GetParams) -> Result<GetResult> {
+    check_name("namespace", &p.namespace)?;
+    check_name("key", &p.key)?;
+    let record = sql::get_live(conn, &p.namespace, &p.key)?;
+    Ok(GetResult {
+        found: record.is_some(),
+        namespace: p.namespace,
+        key: p.key,
+        record,
+    })
+}
+
+pub fn list(conn: &rusqlite::Connection, p: ListParams) -> Result<ListResult> {
+    check_name("namespace", &p.namespace)?;
+    let limit = limit_or_default(p.limit)?;
+    let (records, more) = sql::list(
+        conn,
+        &p.namespace,
+        p.prefix.as_deref().unwrap_or(""),
+        p.after.as_deref(),
+        limit,
+    )?;
+    let next_after = if more {
+        records.last().map(|r| r.key.clone())
+    } else {
+        None
+    };
+    Ok(ListResult {
+        records,
+        next_after,
+    })
+}
+
+pub fn history(conn: &rusqlite::Connection, p: HistoryParams) -> Result<HistoryResult> {
+    check_name("namespace", &p.namespace)?;
+    check_name("key", &p.key)?;
+    let limit = limit_or_default(p.limit)?;
+    let history = sql::history(conn, &p.namespace, &p.key, p.before_version, limit)?;
+    Ok(HistoryResult { history })
+}
+
+pub fn export(conn: &rusqlite::Connection, p: ExportParams) -> Result<ExportResult> {
+    if let Some(ns) = &p.namespace {
+        check_name("namespace", ns)?;
+    }
+    let (records, revision) = sql::export(conn, p.namespace.as_deref())?;
+    Ok(ExportResult { records, revision })
+}
+
+// ---- writes: checked before queueing, applied on the writer ----
+
+pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
+    check_name("namespace", &p.namespace)?;
+    check_name("key", &p.key)?;
+    check_value(&p.value, limits)
+}
+
+pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams) -> Result<SetResult> {
+    let written = sql::put(
+        ctx,
+        &p.namespace,
+        &p.key,
+        Some(p.value.get()),
+        p.updated_by.as_deref(),
+        p.expected_version,
+    )?;
+    Ok(SetResult {
+        namespace: p.namespace,
+        key: p.key,
+        version: written.version,
+        previous_version: written.version - 1,
+        revision: written.revision,
+    })
+}
+
+pub fn check_delete(p: &DeleteParams) -> Result<()> {
+    check_name("namespace", &p.namespace)?;
+    check_name("key", &p.key)
+}
+
+pub fn delete(ctx: &mut WriteCtx<'_>, p: DeleteParams) -> Result<DeleteResult> {
+    sql::delete(
+        ctx,
+        &p.namespace,
+        &p.key,
+        p.updated_by.as_deref(),
+        p.expected_version,
+    )
+}
+
+pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
+    for (i, c) in p.compare.iter().enumerate() {
+        check_name(&format!("compare[{i}].namespace"), &c.namespace)?;
+        check_name(&format!("compare[{i}].key"), &c.key)?;
+    }
+    for (i, op) in p.ops.iter().enumerate() {
+        check_name(&format!("ops[{i}].namespace"), &op.namespace)?;
+        check_name(&format!("ops[{i}].key"), &op.key)?;
+        match (op.op, &op.value) {
+            (TxnOpKind::Set, None) => {
+                return Err(Error::invalid_params(
+                    format!("ops[{i}].value"),
+                    format!("ops[{i}] is a set without a value; add \"value\" (null is a value)"),
+                ))
+            }
+            (TxnOpKind::Set, Some(v)) => check_value(v, limits)?,
+            (TxnOpKind::Delete, Some(_)) => {
+                return Err(Error::invalid_params(
+                    format!("ops[{i}].value"),
+                    format!("ops[{i}] is a delete and takes no value; remove \"value\""),
+                ))
+            }
+            (TxnOpKind::Delete, None) => {}
+        }
+    }
+    Ok(())
+}
+
+pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
+    let failed = sql::failed_compares(ctx.conn, &p.compare)?;
+    if !failed.is_empty() {
+        let mut data = serde_json::Map::new();
+        let n = failed.len();
+        data.insert("failed".into(), serde_json::to_value(failed)?);
+        data.insert(
+            "hint".into(),
+            "re-read the keys listed in `failed` with Get, then retry the Txn with their current versions".into(),
+        );
+        return Err(Error::Conflict {
+            message: format!("{n} compare(s) did not hold, nothing was written; re-read the keys in data.failed and retry"),
+            data,
+        });
+    }
+    let mut results = Vec::with_capacity(p.ops.len());
+    for op in p.ops {
+        let written = match op.op {
+            TxnOpKind::Set => {
+                let value = op.value.as_deref().map(RawValue::get).unwrap_or("null");
+                sql::put(
+                    ctx,
+                    &op.namespace,
+                    &op.key,
+                    Some(value),
+                    p.updated_by.as_deref(),
+                    None,
+                )?
+            }
+            TxnOpKind::Delete => {
+                let outcome =
+                    sql::delete(ctx, &op.namespace, &op.key, p.updated_by.as_deref(), None)?;
+                sql::Written {
+                    version: outcome.version,
+                    revision: outcome.revision.unwrap_or(0),
+                }
+            }
+        };
+        results.push(TxnOpResult {
+            op: op.op,
+            namespace: op.namespace,
+            key: op.key,
+            version: written.version,
+            revision: written.revision,
+        });
+    }
+    let revision = results
+        .iter()
+        .map(|r| r.revision)
+        .max()
+        .unwrap_or(ctx.head_revision() as u64);
+    Ok(TxnResult { revision, results })
+}
+
+pub fn check_clear_namespace(p: &ClearNamespaceParams) -> Result<()> {
+    check_name("namespace", &p.namespace)
+}
+
+pub fn clear_namespace(
+    ctx: &mut WriteCtx<'_>,
+    p: ClearNamespaceParams,
+) -> Result<ClearNamespaceResult> {
+    let deleted = sql::clear_namespace(ctx, &p.namespace, p.updated_by.as_deref())?;
+    Ok(ClearNamespaceResult { deleted })
+}
+
+// ---- the wire methods ----
+
+impl Method for GetParams {
+    const NAME: &'static str = "Get";
+    const SUMMARY: &'static str = "Read one record: its value, version and who wrote it. Absence is {found: false}, not an error.";
+    type Output = GetResult;
+    fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
+        Ok(read::<Self>(false, move |conn| get(conn, self)))
+    }
+}
+
+impl Method for SetParams {
+    const NAME: &'static str = "Set";
+    const SUMMARY: &'static str = "Write a record. expected_version: absent = last writer wins, 0 = create only, N = only if the current version is N (else 409 with the current value).";
+    type Output = SetResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        check_set(&self, &cx.limits())?;
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| set(ctx, self))
+    }
+}
+
+impl Method for DeleteParams {
+    const NAME: &'static str = "Delete";
+    const SUMMARY: &'static str = "Delete a record, leaving a tombstone version so a re-created key continues its version sequence.";
+    type Output = DeleteResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        check_delete(&self)?;
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            delete(ctx, self)
+        })
+    }
+}
+
+impl Method for ListParams {
+    const NAME: &'static str = "List";
+    const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next_after.";
+    type Output = ListResult;
+    fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
+        Ok(read::<Self>(false, move |conn| list(conn, self)))
+    }
+}
+
+impl Method for HistoryParams {
+    const NAME: &'static str = "History";
+    const SUMMARY: &'static str = "Every version of one key, newest first, including deletions.";
+    type Output = HistoryResult;
+    fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
+        Ok(read::<Self>(false, move |conn| history(conn, self)))
+    }
+}
+
+impl Method for TxnParams {
+    const NAME: &'static str = "Txn";
+    const SUMMARY: &'static str = "Atomically check versions (0 = must not exist) and apply set/delete ops: all or nothing; 409 lists every failed compare.";
+    type Output = TxnResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        check_txn(&self, &cx.limits())?;
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| txn(ctx, self))
+    }
+}
+
+impl Method for ClearNamespaceParams {
+    const NAME: &'static str = "ClearNamespace";
+    const SUMMARY: &'static str =
+        "Delete every live record of a namespace (each leaves a tombstone and a journal event).";
+    type Output = ClearNamespaceResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        check_clear_namespace(&self)?;
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            clear_namespace(ctx, self)
+        })
+    }
+}
+
+impl Method for ExportParams {
+    const NAME: &'static str = "Export";
+    const SUMMARY: &'static str = "Every live record of one namespace, or of all, as one consistent snapshot with its revision.";
+    type Output = ExportResult;
+    fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
+        Ok(read::<Self>(true, move |conn| export(conn, self)))
+    }
+}

@@ -1,0 +1,205 @@
+//! DescribeInterface, Health and Metrics.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::metrics::MethodFigures;
+use crate::store::{journal, state};
+
+use super::{read, ready, Ctx, Method, MethodDescription, Plan};
+
+/// The protocol name DescribeInterface reports.
+pub const PROTOCOL: &str = "baton-jsonl-v1";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescribeInterfaceParams {}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ErrorDescription {
+    pub code: i64,
+    pub kind: &'static str,
+    pub when: &'static str,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct DescribeInterfaceResult {
+    pub protocol: &'static str,
+    pub version: &'static str,
+    #[schemars(with = "Vec<serde_json::Value>")]
+    pub methods: Vec<MethodDescription>,
+    pub errors: Vec<ErrorDescription>,
+}
+
+/// Every error code, as DescribeInterface documents it.
+pub fn error_table() -> Vec<ErrorDescription> {
+    let rows: [(i64, &str, &str); 14] = [
+        (-32700, "parse_error", "the line is not JSON"),
+        (-32600, "invalid_request", "JSON but not a request object (not an object, or no string `method`)"),
+        (-32601, "method_not_found", "unknown method; data.methods lists the known ones"),
+        (-32602, "invalid_params", "missing, ill-typed or unknown params; data.field names the field"),
+        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES; the connection stays usable"),
+        (-32603, "internal", "a bug in batond; never for bad input"),
+        (400, "invalid", "well-formed but refused: empty or over-long key, bad limit, ..."),
+        (404, "not_found", "a task, node, lease or subscription that does not exist"),
+        (409, "conflict", "a version did not match (data has the current value), a Txn compare failed (data.failed), or idempotency_conflict"),
+        (410, "lease_invalid", "a lease id that is stale, expired, released or someone else's"),
+        (413, "value_too_large", "a value over BATON_MAX_VALUE_BYTES"),
+        (416, "compacted", "since_seq older than the retained journal; resume from data.oldest_seq"),
+        (429, "overloaded", "the write queue is full; safe to retry"),
+        (503, "unavailable", "shutting down, or storage failing; nothing was written"),
+    ];
+    rows.into_iter()
+        .map(|(code, kind, when)| ErrorDescription { code, kind, when })
+        .collect()
+}
+
+impl Method for DescribeInterfaceParams {
+    const NAME: &'static str = "DescribeInterface";
+    const SUMMARY: &'static str = "This protocol: every method with JSON Schemas of its params and result, and every error code.";
+    type Output = DescribeInterfaceResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        Ok(Plan::Ready(Ok(cx.app.describe_interface().to_owned())))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthParams {}
+
+#[derive(Serialize, JsonSchema)]
+pub struct HealthResult {
+    pub status: &'static str,
+    pub database: &'static str,
+    pub schema_version: i64,
+    pub version: &'static str,
+    pub uptime_secs: u64,
+}
+
+impl Method for HealthParams {
+    const NAME: &'static str = "Health";
+    const SUMMARY: &'static str = "Is the daemon serving and its database readable: status, schema version, build version, uptime.";
+    type Output = HealthResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let app = cx.app;
+        let database = app
+            .store
+            .read(|conn| Ok(conn.query_row("SELECT 1", [], |_| Ok(()))?));
+        if let Err(err) = database {
+            return Err(Error::Unavailable(format!(
+                "the database is not readable ({err}); check the disk and the daemon's log"
+            )));
+        }
+        ready::<Self>(Ok(HealthResult {
+            status: "ok",
+            database: "ok",
+            schema_version: app.store.schema_version,
+            version: env!("CARGO_PKG_VERSION"),
+            uptime_secs: app.uptime().as_secs(),
+        }))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsParams {}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ConnectionFigures {
+    pub open: u64,
+    pub total: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct RecordFigures {
+    pub live: u64,
+    pub tombstones: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct JournalFigures {
+    pub length: u64,
+    pub head_seq: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct StorageFigures {
+    pub commits: u64,
+    pub failed_commits: u64,
+    pub writes: u64,
+    pub max_batch: u64,
+    pub mean_batch: f64,
+    pub db_bytes: u64,
+    pub wal_bytes: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct LockFigures {
+    pub live: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct MetricsResult {
+    pub uptime_secs: u64,
+    /// Per method: requests, errors and latency from parse to answer, in microseconds.
+    pub methods: BTreeMap<&'static str, MethodFigures>,
+    pub connections: ConnectionFigures,
+    pub records: RecordFigures,
+    pub journal: JournalFigures,
+    pub storage: StorageFigures,
+    pub locks: LockFigures,
+    pub tasks: BTreeMap<String, u64>,
+    pub nodes: BTreeMap<String, u64>,
+}
+
+impl Method for MetricsParams {
+    const NAME: &'static str = "Metrics";
+    const SUMMARY: &'static str =
+        "Counters and latencies per method, connections, records, journal and storage figures.";
+    type Output = MetricsResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let app = cx.app.clone();
+        Ok(read::<Self>(true, move |conn| {
+            let (live, tombstones) = state::counts(conn)?;
+            let head_seq = journal::head_seq(conn)?;
+            let stats = app.store.writer_stats();
+            let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
+            let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
+            let (db_bytes, wal_bytes) = app.store.file_sizes(conn)?;
+            Ok(MetricsResult {
+                uptime_secs: app.uptime().as_secs(),
+                methods: app.metrics.methods(),
+                connections: ConnectionFigures {
+                    open: app.metrics.connections_open(),
+                    total: app.metrics.connections_total(),
+                },
+                records: RecordFigures { live, tombstones },
+                journal: JournalFigures {
+                    length: journal::length(conn)?,
+                    head_seq,
+                },
+                storage: StorageFigures {
+                    commits,
+                    failed_commits: stats
+                        .failed_commits
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    writes,
+                    max_batch: stats.max_batch.load(std::sync::atomic::Ordering::Relaxed),
+                    mean_batch: if commits == 0 {
+                        0.0
+                    } else {
+                        writes as f64 / commits as f64
+                    },
+                    db_bytes,
+                    wal_bytes,
+                },
+                locks: LockFigures { live: 0 },
+                tasks: BTreeMap::new(),
+                nodes: BTreeMap::new(),
+            })
+        }))
+    }
+}

@@ -1,0 +1,172 @@
+//! Request counters and latency histograms per method, and connection counts. Lock-free:
+//! recording is a few relaxed atomic adds on the request path.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Buckets per doubling of latency; 4 gives about 19% resolution.
+const STEPS_PER_DOUBLING: f64 = 4.0;
+const BUCKETS: usize = 100; // up to about 2^25 us, 33 s
+
+struct MethodStats {
+    count: AtomicU64,
+    errors: AtomicU64,
+    max_us: AtomicU64,
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl MethodStats {
+    fn new() -> MethodStats {
+        MethodStats {
+            count: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            max_us: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn percentile(&self, counts: &[u64], total: u64, q: f64) -> u64 {
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                // The bucket's upper bound, capped by the largest value seen.
+                let upper = 2f64.powf((i + 1) as f64 / STEPS_PER_DOUBLING) as u64;
+                return upper.min(self.max_us.load(Ordering::Relaxed));
+            }
+        }
+        self.max_us.load(Ordering::Relaxed)
+    }
+}
+
+/// One method's figures as Metrics reports them.
+#[derive(Serialize, JsonSchema)]
+pub struct MethodFigures {
+    pub count: u64,
+    pub errors: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+/// Daemon-wide request and connection counters.
+pub struct Metrics {
+    methods: BTreeMap<&'static str, MethodStats>,
+    /// Requests that never reached a method (bad JSON, unknown method, oversized line).
+    rejected: MethodStats,
+    connections_open: AtomicU64,
+    connections_total: AtomicU64,
+}
+
+/// The name under which requests that named no known method are counted.
+pub const REJECTED: &str = "(rejected)";
+
+impl Metrics {
+    pub fn new(method_names: &[&'static str]) -> Metrics {
+        Metrics {
+            methods: method_names
+                .iter()
+                .map(|n| (*n, MethodStats::new()))
+                .collect(),
+            rejected: MethodStats::new(),
+            connections_open: AtomicU64::new(0),
+            connections_total: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one answered request.
+    pub fn record(&self, method: Option<&'static str>, elapsed: Duration, is_error: bool) {
+        let stats = method
+            .and_then(|m| self.methods.get(m))
+            .unwrap_or(&self.rejected);
+        let us = elapsed.as_micros() as u64;
+        stats.count.fetch_add(1, Ordering::Relaxed);
+        if is_error {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        stats.max_us.fetch_max(us, Ordering::Relaxed);
+        let bucket = if us <= 1 {
+            0
+        } else {
+            ((us as f64).log2() * STEPS_PER_DOUBLING) as usize
+        };
+        stats.buckets[bucket.min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.connections_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    pub fn connections_total(&self) -> u64 {
+        self.connections_total.load(Ordering::Relaxed)
+    }
+
+    /// Figures of every method that has served at least one request.
+    pub fn methods(&self) -> BTreeMap<&'static str, MethodFigures> {
+        self.methods
+            .iter()
+            .map(|(name, stats)| (*name, stats))
+            .chain(std::iter::once((REJECTED, &self.rejected)))
+            .filter_map(|(name, stats)| {
+                let counts: Vec<u64> = stats
+                    .buckets
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect();
+                let total: u64 = counts.iter().sum();
+                (total > 0).then(|| {
+                    (
+                        name,
+                        MethodFigures {
+                            count: stats.count.load(Ordering::Relaxed),
+                            errors: stats.errors.load(Ordering::Relaxed),
+                            p50_us: stats.percentile(&counts, total, 0.50),
+                            p99_us: stats.percentile(&counts, total, 0.99),
+                            max_us: stats.max_us.load(Ordering::Relaxed),
+                        },
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_land_near_the_recorded_values() {
+        let metrics = Metrics::new(&["Get"]);
+        for _ in 0..90 {
+            metrics.record(Some("Get"), Duration::from_micros(20), false);
+        }
+        for _ in 0..10 {
+            metrics.record(Some("Get"), Duration::from_micros(2000), true);
+        }
+        let figures = &metrics.methods()["Get"];
+        assert_eq!(figures.count, 100);
+        assert_eq!(figures.errors, 10);
+        assert!((20..=25).contains(&figures.p50_us), "{}", figures.p50_us);
+        assert!(
+            (2000..=2400).contains(&figures.p99_us),
+            "{}",
+            figures.p99_us
+        );
+        assert_eq!(figures.max_us, 2000);
+    }
+}

@@ -1,0 +1,140 @@
+//! The envelope of the wire protocol: a request line is parsed once into its `id`, method
+//! name and raw params; an answer is rendered into one response line.
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::Error;
+use crate::store::Reply;
+
+pub use crate::methods::METHOD_NAMES;
+
+/// The names of every method, for `method_not_found` answers.
+pub fn method_names() -> &'static [&'static str] {
+    METHOD_NAMES
+}
+
+/// A parsed request line; borrows from the line.
+#[derive(Debug)]
+pub struct Request<'a> {
+    pub id: Option<&'a RawValue>,
+    pub method: std::borrow::Cow<'a, str>,
+    pub params: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct IdOnly<'a> {
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+}
+
+fn empty_params() -> &'static RawValue {
+    static EMPTY: std::sync::OnceLock<Box<RawValue>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| RawValue::from_string("{}".into()).expect("{} is JSON"))
+}
+
+/// Parses one request line. On failure, returns the error with whatever `id` could be read.
+pub fn parse_request<'a>(line: &'a [u8]) -> Result<Request<'a>, (Option<&'a RawValue>, Error)> {
+    match serde_json::from_slice::<Envelope<'a>>(line) {
+        Ok(Envelope { id, method: Some(method), params }) => {
+            Ok(Request { id, method, params: params.unwrap_or(empty_params()) })
+        }
+        Ok(Envelope { id, method: None, .. }) => Err((
+            id,
+            Error::InvalidRequest(
+                "the request has no `method`; send {\"id\": 1, \"method\": \"Health\", \"params\": {}}".into(),
+            ),
+        )),
+        Err(err) => {
+            if let Err(syntax) = serde_json::from_slice::<IgnoredAny>(line) {
+                return Err((
+                    None,
+                    Error::Parse(format!("the line is not JSON ({syntax}); send one JSON object per line")),
+                ));
+            }
+            let id = serde_json::from_slice::<IdOnly<'a>>(line).ok().and_then(|e| e.id);
+            let detail = err.to_string();
+            let detail = detail.split(" at line ").next().unwrap_or(&detail);
+            Err((
+                id,
+                Error::InvalidRequest(format!(
+                    "not a request object ({detail}); send {{\"id\": 1, \"method\": \"Name\", \"params\": {{...}}}} with a string method"
+                )),
+            ))
+        }
+    }
+}
+
+/// Renders a response line (with its trailing newline).
+pub fn render(id: Option<&RawValue>, answer: &Result<Reply, Error>) -> Vec<u8> {
+    let id = id.map(RawValue::get).unwrap_or("null");
+    match answer {
+        Ok(result) => {
+            let body = result.get();
+            let mut line = Vec::with_capacity(body.len() + id.len() + 20);
+            line.extend_from_slice(b"{\"id\":");
+            line.extend_from_slice(id.as_bytes());
+            line.extend_from_slice(b",\"result\":");
+            line.extend_from_slice(body.as_bytes());
+            line.extend_from_slice(b"}\n");
+            line
+        }
+        Err(err) => {
+            let mut line = Vec::with_capacity(256);
+            line.extend_from_slice(b"{\"id\":");
+            line.extend_from_slice(id.as_bytes());
+            line.extend_from_slice(b",\"error\":");
+            serde_json::to_writer(&mut line, &err.to_wire()).expect("errors serialize");
+            line.extend_from_slice(b"}\n");
+            line
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind_of(line: &str) -> &'static str {
+        parse_request(line.as_bytes())
+            .err()
+            .map(|(_, e)| e.kind())
+            .unwrap_or("ok")
+    }
+
+    #[test]
+    fn classifies_request_lines() {
+        for (line, kind) in [
+            (r#"{"id":1,"method":"Get","params":{}}"#, "ok"),
+            (r#"{"method":"Health"}"#, "ok"),
+            (r#"{"id":1,"method":"Get""#, "parse_error"),
+            ("not json", "parse_error"),
+            ("[1,2]", "invalid_request"),
+            ("42", "invalid_request"),
+            (r#"{"id":1}"#, "invalid_request"),
+            (r#"{"id":1,"method":7}"#, "invalid_request"),
+        ] {
+            assert_eq!(kind_of(line), kind, "{line}");
+        }
+    }
+
+    #[test]
+    fn echoes_the_id_exactly() {
+        let req = parse_request(br#"{"id":{"a":[1,"x"]},"method":"Health"}"#).unwrap();
+        let line = render(req.id, &Ok(RawValue::from_string("true".into()).unwrap()));
+        assert_eq!(line, b"{\"id\":{\"a\":[1,\"x\"]},\"result\":true}\n");
+        let (id, _) = parse_request(br#"{"id":"abc","method":5}"#).unwrap_err();
+        assert_eq!(id.map(RawValue::get), Some("\"abc\""));
+    }
+}

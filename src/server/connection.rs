@@ -1,0 +1,181 @@
+//! One client connection: reads request lines, serves each, and writes the answers back in
+//! request order.
+//!
+//! Ordering: a write is queued to the writer the moment it is parsed, so pipelined writes
+//! share commits. A read runs the moment it is parsed, unless this connection still has
+//! writes in flight; then it is queued behind them on the writer, so a connection always
+//! reads its own writes and never sees a write it sent later.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::UnixStream;
+use tokio::sync::oneshot;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::SharedApp;
+use crate::error::{Error, Result};
+use crate::methods::{self, Ctx, Plan};
+use crate::protocol::{parse_request, render};
+use crate::store::Reply;
+
+use super::codec::{Frame, LineCodec};
+
+/// Answers a connection may owe at once before it stops reading (back-pressure on a
+/// client that pipelines without reading).
+const MAX_IN_FLIGHT: usize = 4096;
+
+/// An answer: a finished line, or one still being worked on.
+enum Answer {
+    Now(Vec<u8>),
+    Later(BoxFuture<'static, Vec<u8>>),
+}
+
+pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationToken) {
+    app.metrics.connection_opened();
+    let (reader, writer) = stream.into_split();
+    let mut frames =
+        FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
+    let mut out = BufWriter::with_capacity(16 * 1024, writer);
+    let mut pending: FuturesOrdered<BoxFuture<'static, Vec<u8>>> = FuturesOrdered::new();
+    let writes_in_flight = Arc::new(AtomicUsize::new(0));
+    let mut reading = true;
+
+    loop {
+        if !reading && pending.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some(line) = pending.next(), if !pending.is_empty() => {
+                if out.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            frame = frames.next(), if reading && pending.len() < MAX_IN_FLIGHT => {
+                let answer = match frame {
+                    Some(Ok(Frame::Line(line))) => handle_line(&app, &line, &writes_in_flight),
+                    Some(Ok(Frame::TooLong)) => {
+                        let err = Error::RequestTooLarge { limit: app.config.max_line_bytes };
+                        app.metrics.record(None, std::time::Duration::ZERO, true);
+                        Some(Answer::Now(render(None, &Err(err))))
+                    }
+                    Some(Err(_)) | None => {
+                        reading = false;
+                        None
+                    }
+                };
+                let line = match answer {
+                    Some(Answer::Now(line)) if pending.is_empty() => line,
+                    Some(Answer::Now(line)) => {
+                        pending.push_back(futures::future::ready(line).boxed());
+                        continue;
+                    }
+                    Some(Answer::Later(future)) => {
+                        pending.push_back(future);
+                        continue;
+                    }
+                    None => continue,
+                };
+                if out.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            _ = shutdown.cancelled(), if reading => {
+                reading = false;
+            }
+            flushed = out.flush(), if !out.buffer().is_empty() => {
+                if flushed.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = out.flush().await;
+    app.metrics.connection_closed();
+}
+
+/// Serves one request line; `None` for a blank line (which gets no answer).
+fn handle_line(
+    app: &SharedApp,
+    line: &[u8],
+    writes_in_flight: &Arc<AtomicUsize>,
+) -> Option<Answer> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let started = Instant::now();
+    let request = match parse_request(line) {
+        Ok(request) => request,
+        Err((id, err)) => {
+            app.metrics.record(None, started.elapsed(), true);
+            return Some(Answer::Now(render(id, &Err(err))));
+        }
+    };
+    let method = methods::canonical_name(&request.method);
+    let cx = Ctx {
+        app,
+        raw_params: request.params,
+    };
+    let (name, plan) = match methods::plan(&method, &cx) {
+        Ok(planned) => planned,
+        Err(err) => {
+            let name = methods::METHOD_NAMES.iter().copied().find(|n| *n == method);
+            app.metrics.record(name, started.elapsed(), true);
+            return Some(Answer::Now(render(request.id, &Err(err))));
+        }
+    };
+    let finish = {
+        let app = app.clone();
+        move |id: Option<&RawValue>, answer: Result<Reply>| {
+            app.metrics
+                .record(Some(name), started.elapsed(), answer.is_err());
+            render(id, &answer)
+        }
+    };
+    let queued = match plan {
+        Plan::Ready(answer) => return Some(Answer::Now(finish(request.id, answer))),
+        Plan::Read { apply, heavy } if writes_in_flight.load(Ordering::Acquire) == 0 => {
+            let answer = if heavy {
+                tokio::task::block_in_place(|| app.store.read(apply))
+            } else {
+                app.store.read(apply)
+            };
+            return Some(Answer::Now(finish(request.id, answer)));
+        }
+        Plan::Read { apply, .. } => app.store.writer().read(apply).map(|rx| (rx, None)),
+        Plan::Write { idempotency, apply } => {
+            let submitted = app.store.writer().write(idempotency, apply);
+            if submitted.is_ok() {
+                writes_in_flight.fetch_add(1, Ordering::AcqRel);
+            }
+            submitted.map(|rx| (rx, Some(writes_in_flight.clone())))
+        }
+    };
+    let (rx, counter): (oneshot::Receiver<Result<Reply>>, Option<Arc<AtomicUsize>>) = match queued {
+        Ok(queued) => queued,
+        Err(err) => return Some(Answer::Now(finish(request.id, Err(err)))),
+    };
+    let id = request.id.map(ToOwned::to_owned);
+    Some(Answer::Later(
+        async move {
+            let answer = rx.await.unwrap_or_else(|_| {
+                Err(Error::Unavailable(
+                    "the writer stopped before answering; retry once batond is back".into(),
+                ))
+            });
+            if let Some(counter) = counter {
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+            finish(id.as_deref(), answer)
+        }
+        .boxed(),
+    ))
+}

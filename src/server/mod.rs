@@ -1,0 +1,199 @@
+//! The daemon's life: claim the database and the socket, serve connections, and shut down
+//! cleanly on SIGTERM or SIGINT.
+
+pub mod codec;
+pub mod connection;
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::UnixListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::App;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::store::Store;
+
+/// How long shutdown waits for requests in flight before closing anyway.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why the daemon would not start. Each message says what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("another batond is already running with the database {database} (its lock file {lock} is held); stop it first, or give this one another BATON_HOME")]
+    AlreadyRunningDatabase { database: PathBuf, lock: PathBuf },
+    #[error("another batond is already running and serving {0}; stop it first, or give this one another BATON_SOCKET_PATH")]
+    AlreadyRunningSocket(PathBuf),
+    #[error("{0} exists and is not a socket; refusing to delete it. Move it away, or set BATON_SOCKET_PATH to another path")]
+    NotASocket(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] crate::store::OpenError),
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StartError {
+    let path = path.to_path_buf();
+    move |source| StartError::Io { what, path, source }
+}
+
+/// Creates a directory (and its parents) with mode 0700 if it does not exist.
+fn create_private_dir(dir: &Path) -> Result<(), StartError> {
+    if dir.as_os_str().is_empty() || dir.exists() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io_error("cannot create the directory", dir))
+}
+
+/// Takes an exclusive lock on a file beside the database; held for the daemon's life.
+fn lock_database(database: &Path) -> Result<File, StartError> {
+    let mut lock = database.as_os_str().to_owned();
+    lock.push(".lock");
+    let lock = PathBuf::from(lock);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock)
+        .map_err(io_error("cannot open the lock file", &lock))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StartError::AlreadyRunningDatabase {
+            database: database.to_path_buf(),
+            lock,
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_error("cannot lock", &lock)(e)),
+    }
+}
+
+/// Makes the socket path free to bind: refuses a live daemon or a non-socket file, and
+/// removes a stale socket left by a daemon that died.
+fn clear_socket_path(path: &Path) -> Result<(), StartError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("cannot inspect the socket path", path)(e)),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(StartError::NotASocket(path.to_path_buf()));
+    }
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Err(StartError::AlreadyRunningSocket(path.to_path_buf())),
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+            tracing::warn!(socket = %path.display(), "replacing a stale socket left by a daemon that is gone");
+            std::fs::remove_file(path).map_err(io_error("cannot remove the stale socket", path))
+        }
+        Err(e) => Err(io_error("cannot probe the existing socket", path)(e)),
+    }
+}
+
+/// Binds the socket so that it is never reachable with wider permissions than `mode`.
+fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, StartError> {
+    // SAFETY: umask only swaps the process file-creation mask; nothing else creates files
+    // while the daemon starts.
+    let old = unsafe { libc::umask(0o777 & !(mode as libc::mode_t)) };
+    let bound = UnixListener::bind(path);
+    unsafe { libc::umask(old) };
+    let listener = bound.map_err(io_error("cannot bind the socket", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io_error("cannot set the socket's mode", path))?;
+    Ok(listener)
+}
+
+/// Lets the daemon hold as many connections as the hard limit allows.
+fn raise_open_file_limit() {
+    // SAFETY: plain getrlimit/setrlimit calls on a local struct.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT. Returns once everything is committed and the
+/// socket is removed.
+pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError> {
+    raise_open_file_limit();
+    // The database, its WAL and the lock file are the user's alone.
+    // SAFETY: umask only sets the process file-creation mask.
+    unsafe { libc::umask(0o077) };
+    create_private_dir(&config.home)?;
+    for path in [&config.socket_path, &config.database_path] {
+        if let Some(parent) = path.parent() {
+            create_private_dir(parent)?;
+        }
+    }
+    let _lock = lock_database(&config.database_path)?;
+    clear_socket_path(&config.socket_path)?;
+    let (store, writer_thread) = Store::open(&config.database_path, clock.clone())?;
+    let listener = bind_socket(&config.socket_path, config.socket_mode)?;
+    let schema_version = store.schema_version;
+    let app = Arc::new(App::new(config, store, clock));
+    tracing::info!(
+        "batond {} listening on {} (database {}, schema version {schema_version})",
+        env!("CARGO_PKG_VERSION"),
+        app.config.socket_path.display(),
+        app.config.database_path.display()
+    );
+
+    let shutdown = CancellationToken::new();
+    let connections = TaskTracker::new();
+    let mut sigterm = signal(SignalKind::terminate())
+        .map_err(io_error("cannot handle SIGTERM", Path::new("")))?;
+    let mut sigint =
+        signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT", Path::new("")))?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(connection::serve(stream, app.clone(), shutdown.clone()));
+                }
+                Err(err) => {
+                    // Out of file descriptors and the like: back off briefly instead of spinning.
+                    tracing::warn!(%err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+            _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+        }
+    }
+
+    drop(listener);
+    shutdown.cancel();
+    connections.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}; closing anyway");
+    }
+    app.store.writer().shutdown().await;
+    let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
+    if let Err(err) = std::fs::remove_file(&app.config.socket_path) {
+        tracing::warn!(%err, "could not remove the socket");
+    }
+    tracing::info!("batond stopped");
+    Ok(())
+}

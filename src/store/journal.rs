@@ -1,0 +1,123 @@
+//! SQL for the journal: appending an event inside the writer's transaction, and reading
+//! events back with filters.
+
+use rusqlite::{params, Connection};
+use serde_json::value::RawValue;
+
+use crate::clock::format_ms;
+use crate::error::Result;
+use crate::methods::journal::{Event, EventFilter};
+
+use super::writer::WriteCtx;
+
+/// An event about to be appended; `seq` is the revision of the change it records.
+#[derive(Default)]
+pub struct NewEvent<'a> {
+    pub kind: &'a str,
+    pub actor: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub resource_key: Option<&'a str>,
+    pub task_id: Option<&'a str>,
+    pub node_id: Option<&'a str>,
+    /// JSON text.
+    pub data: &'a str,
+}
+
+/// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller).
+pub fn append(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<()> {
+    ctx.conn
+        .prepare_cached(
+            "INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(params![
+            seq,
+            event.kind,
+            ctx.now_ms,
+            event.actor,
+            event.namespace,
+            event.key,
+            event.resource_key,
+            event.task_id,
+            event.node_id,
+            event.data
+        ])?;
+    Ok(())
+}
+
+/// The last seq written (0 for an empty journal).
+pub fn head_seq(conn: &Connection) -> Result<u64> {
+    Ok(
+        conn.query_row("SELECT value FROM meta WHERE name = 'revision'", [], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Number of events stored.
+pub fn length(conn: &Connection) -> Result<u64> {
+    Ok(conn.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
+}
+
+/// How many events one read examines at most before answering with what it found, so a
+/// filter that matches rarely cannot hold a read connection for long.
+const SCAN_BUDGET: u64 = 10_000;
+
+/// Events after `since_seq` matching `filter`, in seq order, at most `limit`; and the seq to
+/// resume from (the last one returned, or the last one examined when the scan ran out).
+pub fn read(
+    conn: &Connection,
+    since_seq: u64,
+    filter: &EventFilter,
+    limit: u64,
+) -> Result<(Vec<Event>, u64)> {
+    let head = head_seq(conn)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
+         WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4",
+    )?;
+    let mut rows = stmt.query(params![since_seq, head, filter.task_id, SCAN_BUDGET])?;
+    let mut events = Vec::new();
+    let mut last_examined = since_seq;
+    let mut scanned = 0;
+    while let Some(row) = rows.next()? {
+        scanned += 1;
+        let seq: u64 = row.get(0)?;
+        last_examined = seq;
+        let kind: String = row.get(1)?;
+        let namespace: Option<String> = row.get(4)?;
+        let key: Option<String> = row.get(5)?;
+        let resource_key: Option<String> = row.get(6)?;
+        if !filter.matches(
+            &kind,
+            namespace.as_deref(),
+            key.as_deref(),
+            resource_key.as_deref(),
+        ) {
+            continue;
+        }
+        events.push(Event {
+            seq,
+            kind,
+            at: format_ms(row.get(2)?),
+            actor: row.get(3)?,
+            namespace,
+            key,
+            resource_key,
+            task_id: row.get(7)?,
+            node_id: row.get(8)?,
+            data: RawValue::from_string(row.get(9)?)?,
+        });
+        if events.len() as u64 >= limit {
+            return Ok((events, seq));
+        }
+    }
+    // Examined everything up to the head (or the scan budget): resume after what was examined.
+    let next = if scanned < SCAN_BUDGET {
+        head.max(since_seq)
+    } else {
+        last_examined
+    };
+    Ok((events, next))
+}

@@ -1,0 +1,118 @@
+//! Schema migrations: numbered SQL files under `migrations/`, embedded in the binary and
+//! applied in order, in one transaction, at start-up.
+
+use rusqlite::{params, Connection};
+
+/// One embedded migration file.
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. A new file in `migrations/` must be added here; the test
+/// below fails if the folder and this list disagree.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init",
+    sql: include_str!("../../migrations/0001_init.sql"),
+}];
+
+/// The schema version this binary writes.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map(|m| m.version).unwrap_or(0)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MigrationError {
+    #[error("the database schema is version {found}, newer than this batond understands (version {supported}); run a newer batond, or point BATON_DATABASE_URL at another database")]
+    TooNew { found: i64, supported: i64 },
+    #[error("applying migration {name} failed: {source}")]
+    Failed {
+        name: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error("cannot read the schema version: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// Brings the database up to [`latest_version`] and returns the version it is at.
+pub fn migrate(conn: &mut Connection, now_ms: i64) -> Result<i64, MigrationError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY,
+             name       TEXT    NOT NULL,
+             applied_at INTEGER NOT NULL
+         )",
+    )?;
+    let current: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )?;
+    if current > latest_version() {
+        return Err(MigrationError::TooNew {
+            found: current,
+            supported: latest_version(),
+        });
+    }
+    for migration in MIGRATIONS.iter().filter(|m| m.version > current) {
+        tx.execute_batch(migration.sql)
+            .map_err(|source| MigrationError::Failed {
+                name: migration.name,
+                source,
+            })?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![migration.version, migration.name, now_ms],
+        )?;
+    }
+    tx.commit()?;
+    Ok(latest_version())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_in_migrations_is_embedded_in_order() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let embedded: Vec<String> = MIGRATIONS
+            .iter()
+            .map(|m| format!("{}.sql", m.name))
+            .collect();
+        assert_eq!(files, embedded);
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+        }
+    }
+
+    #[test]
+    fn migrates_once_and_refuses_a_newer_schema() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn, 0).unwrap(), latest_version());
+        assert_eq!(
+            migrate(&mut conn, 0).unwrap(),
+            latest_version(),
+            "idempotent"
+        );
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
+            [],
+        )
+        .unwrap();
+        let err = migrate(&mut conn, 0).unwrap_err();
+        assert!(
+            matches!(err, MigrationError::TooNew { found: 999, .. }),
+            "{err}"
+        );
+    }
+}
