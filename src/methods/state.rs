@@ -193,7 +193,9 @@ pub struct TxnOpResult {
     pub namespace: String,
     pub key: String,
     pub version: u64,
-    pub revision: u64,
+    /// Absent for a delete of a key that did not exist (nothing was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -393,38 +395,30 @@ pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
     }
     let mut results = Vec::with_capacity(p.ops.len());
     for op in p.ops {
-        let written = match op.op {
+        let (version, revision) = match op.op {
             TxnOpKind::Set => {
                 let value = op.value.as_deref().map(RawValue::get).unwrap_or("null");
-                sql::put(
-                    ctx,
-                    &op.namespace,
-                    &op.key,
-                    Some(value),
-                    p.updated_by.as_deref(),
-                    None,
-                )?
+                let by = p.updated_by.as_deref();
+                let written = sql::put(ctx, &op.namespace, &op.key, Some(value), by, None)?;
+                (written.version, Some(written.revision))
             }
             TxnOpKind::Delete => {
-                let outcome =
-                    sql::delete(ctx, &op.namespace, &op.key, p.updated_by.as_deref(), None)?;
-                sql::Written {
-                    version: outcome.version,
-                    revision: outcome.revision.unwrap_or(0),
-                }
+                let by = p.updated_by.as_deref();
+                let outcome = sql::delete(ctx, &op.namespace, &op.key, by, None)?;
+                (outcome.version, outcome.revision)
             }
         };
         results.push(TxnOpResult {
             op: op.op,
             namespace: op.namespace,
             key: op.key,
-            version: written.version,
-            revision: written.revision,
+            version,
+            revision,
         });
     }
     let revision = results
         .iter()
-        .map(|r| r.revision)
+        .filter_map(|r| r.revision)
         .max()
         .unwrap_or(ctx.head_revision() as u64);
     Ok(TxnResult { revision, results })

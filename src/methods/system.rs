@@ -203,3 +203,39 @@ impl Method for MetricsParams {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_table_matches_the_error_type() {
+        let samples = [
+            Error::Parse(String::new()),
+            Error::InvalidRequest(String::new()),
+            Error::MethodNotFound {
+                method: String::new(),
+            },
+            Error::InvalidParams {
+                message: String::new(),
+                field: None,
+            },
+            Error::RequestTooLarge { limit: 1 },
+            Error::Internal(String::new()),
+            Error::Invalid(String::new()),
+            Error::NotFound(String::new()),
+            Error::Conflict {
+                message: String::new(),
+                data: Default::default(),
+            },
+            Error::LeaseInvalid(String::new()),
+            Error::ValueTooLarge { size: 2, limit: 1 },
+            Error::Compacted(String::new()),
+            Error::Overloaded,
+            Error::Unavailable(String::new()),
+        ];
+        let table: Vec<(i64, &str)> = error_table().iter().map(|e| (e.code, e.kind)).collect();
+        let from_type: Vec<(i64, &str)> = samples.iter().map(|e| (e.code(), e.kind())).collect();
+        assert_eq!(table, from_type);
+    }
+}
