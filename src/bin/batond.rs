@@ -11,7 +11,7 @@ use baton::config::{Config, Flags};
 
 /// Baton: the local coordination daemon for multi-agent AI systems.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, about, long_about = None, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     flags: Flags,

@@ -1,0 +1,259 @@
+//! Test harness: a real `batond` per test in a fresh temp dir, and a line client that talks
+//! to it as users do.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+
+pub struct Daemon {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    args: Vec<String>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Daemon::start_with(&[])
+    }
+
+    /// Starts batond with `--home <tempdir>/home` plus `args`.
+    pub fn start_with(args: &[&str]) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut daemon = Daemon {
+            dir,
+            child: None,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            log: Arc::default(),
+        };
+        daemon
+            .spawn()
+            .unwrap_or_else(|log| panic!("batond did not start:\n{log}"));
+        daemon
+    }
+
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_batond"));
+        cmd.arg("--home")
+            .arg(self.home())
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .env("HOME", self.dir.path())
+            .env("BATON_ENV_FILE", self.dir.path().join("absent.env"))
+            .env_remove("BATON_SOCKET_PATH")
+            .env_remove("BATON_DATABASE_URL")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Spawns the daemon and waits for its "listening on" line; Err(log) if it exits first.
+    fn spawn(&mut self) -> Result<(), String> {
+        let mut child = self.command().spawn().expect("spawn batond");
+        let stderr = child.stderr.take().expect("stderr");
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let log = self.log.clone();
+        std::thread::spawn(move || {
+            let mut ready_tx = Some(ready_tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                log.lock().unwrap().push_str(&format!("{line}\n"));
+                if line.contains("listening on") {
+                    if let Some(tx) = ready_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+            }
+        });
+        // The reader thread drops the sender at EOF, so this returns either way.
+        let ready = ready_rx.recv().is_ok();
+        self.child = Some(child);
+        if ready {
+            Ok(())
+        } else {
+            let _ = self.wait();
+            Err(self.log())
+        }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.home().join("baton.sock")
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.socket_path())
+    }
+
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+    }
+
+    pub fn kill9(&mut self) {
+        self.signal(libc::SIGKILL);
+        self.wait();
+    }
+
+    pub fn sigterm(&mut self) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        self.wait()
+    }
+
+    pub fn wait(&mut self) -> ExitStatus {
+        self.child.as_mut().expect("running").wait().expect("wait")
+    }
+
+    /// Starts the daemon again on the same home (the previous one must have exited).
+    pub fn restart(&mut self) {
+        self.spawn()
+            .unwrap_or_else(|log| panic!("batond did not restart:\n{log}"));
+    }
+
+    /// Runs a second batond with this one's settings plus `extra`; returns its exit status and stderr.
+    pub fn run_another(&self, extra: &[&str]) -> (ExitStatus, String) {
+        let mut cmd = self.command();
+        cmd.args(extra);
+        let mut child = cmd.spawn().expect("spawn");
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        (child.wait().unwrap(), stderr)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Client {
+        let stream = UnixStream::connect(path).expect("connect to batond");
+        Client {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            writer: stream,
+            next_id: 1,
+        }
+    }
+
+    /// Sends one request and returns the whole response object.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_line(&json!({"id": id, "method": method, "params": params}).to_string());
+        let response = self.read_line();
+        assert_eq!(
+            response["id"],
+            json!(id),
+            "answer to another request: {response}"
+        );
+        response
+    }
+
+    /// The `result` of a call; panics on an error answer.
+    pub fn result(&mut self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {response}"),
+        }
+    }
+
+    /// The `error` of a call; panics on success.
+    pub fn error(&mut self, method: &str, params: Value) -> Value {
+        let response = self.call(method, params);
+        match response.get("error") {
+            Some(error) => error.clone(),
+            None => panic!("{method} should have failed: {response}"),
+        }
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        self.send_raw(format!("{line}\n").as_bytes());
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).expect("write to batond");
+    }
+
+    /// Sends bytes; false when the daemon is gone.
+    pub fn try_send_raw(&mut self, bytes: &[u8]) -> bool {
+        self.writer.write_all(bytes).is_ok()
+    }
+
+    pub fn read_line(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).expect("read from batond");
+        assert!(n > 0, "batond closed the connection");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Reads one line; None when the connection is closed or broken.
+    pub fn try_read_line(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(n) if n > 0 => serde_json::from_str(&line).ok(),
+            _ => None,
+        }
+    }
+
+    // Shorthands for the state methods.
+    pub fn set(&mut self, namespace: &str, key: &str, value: Value) -> Value {
+        self.result(
+            "Set",
+            json!({"namespace": namespace, "key": key, "value": value}),
+        )
+    }
+
+    pub fn get(&mut self, namespace: &str, key: &str) -> Value {
+        self.result("Get", json!({"namespace": namespace, "key": key}))
+    }
+}
+
+/// Asserts an error object has this code and kind; returns its data.
+#[track_caller]
+pub fn assert_error(error: &Value, code: i64, kind: &str) -> Value {
+    assert_eq!(error["code"], json!(code), "wrong code: {error}");
+    assert_eq!(error["data"]["kind"], json!(kind), "wrong kind: {error}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "every error has a message: {error}"
+    );
+    error["data"].clone()
+}

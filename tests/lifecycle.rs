@@ -1,0 +1,176 @@
+//! Start-up and shutdown: file modes, single instance, stale and foreign socket paths,
+//! SIGTERM, configuration layers, and a database newer than the binary.
+
+mod common;
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+use common::Daemon;
+use serde_json::json;
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn home_is_private_and_the_socket_mode_is_0600() {
+    let daemon = Daemon::start();
+    assert_eq!(mode(&daemon.home()), 0o700);
+    assert_eq!(mode(&daemon.socket_path()), 0o600);
+    assert_eq!(mode(&daemon.home().join("baton.db")), 0o600);
+    assert!(
+        daemon
+            .log()
+            .contains(&daemon.socket_path().display().to_string()),
+        "logs where it listens"
+    );
+}
+
+#[test]
+fn socket_mode_is_configurable() {
+    let daemon = Daemon::start_with(&["--socket-mode", "0660"]);
+    assert_eq!(mode(&daemon.socket_path()), 0o660);
+}
+
+#[test]
+fn a_second_daemon_is_refused() {
+    let daemon = Daemon::start();
+    daemon.client().set("n", "k", json!(1));
+    let (status, stderr) = daemon.run_another(&[]);
+    assert!(!status.success());
+    assert!(stderr.contains("already running"), "{stderr}");
+    // Another database but the same socket: the socket probe refuses it.
+    let other_db = format!("sqlite://{}", daemon.dir().join("other.db").display());
+    let (status, stderr) = daemon.run_another(&["--database-url", &other_db]);
+    assert!(!status.success());
+    assert!(stderr.contains("already running"), "{stderr}");
+    assert_eq!(
+        daemon.client().get("n", "k")["value"],
+        1,
+        "the first daemon still serves"
+    );
+}
+
+#[test]
+fn a_stale_socket_is_replaced() {
+    let mut daemon = Daemon::start();
+    daemon.client().set("n", "k", json!(1));
+    daemon.kill9();
+    assert!(
+        std::fs::symlink_metadata(daemon.socket_path())
+            .unwrap()
+            .file_type()
+            .is_socket(),
+        "left behind"
+    );
+    daemon.restart();
+    assert_eq!(daemon.client().get("n", "k")["value"], 1);
+}
+
+#[test]
+fn something_at_the_socket_path_that_is_not_a_socket_is_never_deleted() {
+    let daemon = Daemon::start();
+    let path = daemon.dir().join("precious.txt");
+    std::fs::write(&path, "keep me").unwrap();
+    let other_home = daemon.dir().join("other-home");
+    let (status, stderr) = daemon.run_another(&[
+        "--home",
+        other_home.to_str().unwrap(),
+        "--socket",
+        path.to_str().unwrap(),
+    ]);
+    assert!(!status.success());
+    assert!(stderr.contains("not a socket"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+}
+
+#[test]
+fn sigterm_finishes_in_flight_writes_removes_the_socket_and_exits_0() {
+    let mut daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut batch = String::new();
+    for i in 0..200 {
+        batch.push_str(&json!({"id": i, "method": "Set", "params": {"namespace": "n", "key": format!("k{i}"), "value": i}}).to_string());
+        batch.push('\n');
+    }
+    c.send_raw(batch.as_bytes());
+    let first = c.read_line();
+    assert_eq!(first["id"], 0);
+    let status = daemon.sigterm();
+    assert!(status.success(), "{status:?}\n{}", daemon.log());
+    assert!(!daemon.socket_path().exists(), "socket removed");
+    // Whatever was answered before the stop is durable.
+    let mut answered = vec![first];
+    while let Some(line) = c.try_read_line() {
+        answered.push(line);
+    }
+    daemon.restart();
+    let mut c = daemon.client();
+    for answer in &answered {
+        assert!(answer["result"]["version"] == 1, "{answer}");
+        let key = format!("k{}", answer["id"]);
+        assert_eq!(c.get("n", &key)["found"], true, "{key}");
+    }
+}
+
+#[test]
+fn environment_and_env_file_configure_the_daemon_flags_win() {
+    let daemon = Daemon::start();
+    let env_file = daemon.dir().join("custom.env");
+    let socket = daemon.dir().join("from-env-file.sock");
+    std::fs::write(
+        &env_file,
+        format!(
+            "BATON_SOCKET_PATH={}\nBATON_MAX_VALUE_BYTES=8\n",
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let home = daemon.dir().join("h2");
+    let mut cmd = daemon.command();
+    cmd.env("BATON_ENV_FILE", &env_file)
+        .env("BATON_MAX_VALUE_BYTES", "16")
+        .args(["--home", home.to_str().unwrap()]);
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+    assert!(lines.any(|l| l.unwrap().contains("listening on")));
+    let mut c = common::Client::connect(&socket);
+    // 16 from the environment beats 8 from the env file.
+    assert_eq!(c.set("n", "k", json!("123456789012"))["version"], 1);
+    let err = c.error(
+        "Set",
+        json!({"namespace": "n", "key": "k", "value": "12345678901234567890"}),
+    );
+    common::assert_error(&err, 413, "value_too_large");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn bad_configuration_is_refused_with_its_source() {
+    let daemon = Daemon::start();
+    let (status, stderr) = daemon.run_another(&["--max-line-bytes", "lots"]);
+    assert!(!status.success());
+    assert!(stderr.contains("--max-line-bytes"), "{stderr}");
+    let (status, stderr) = daemon.run_another(&["--database-url", "postgres://db"]);
+    assert!(!status.success());
+    assert!(stderr.contains("sqlite://"), "{stderr}");
+}
+
+#[test]
+fn a_database_newer_than_the_binary_is_refused() {
+    let mut daemon = Daemon::start();
+    daemon.sigterm();
+    let db = daemon.home().join("baton.db");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let (status, stderr) = daemon.run_another(&[]);
+    assert!(!status.success());
+    assert!(stderr.contains("newer"), "{stderr}");
+}

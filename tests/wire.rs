@@ -1,0 +1,389 @@
+//! The wire itself: framing, every error code, ids, pipelining, the journal, and the
+//! system methods.
+
+mod common;
+
+use common::{assert_error, Daemon};
+use serde_json::{json, Value};
+
+/// Each bad line gets its own code and changes nothing.
+#[test]
+fn every_malformed_request_gets_its_own_error() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.set("n", "k", json!("original"));
+    let cases: &[(&str, i64, &str)] = &[
+        (
+            r#"{"id":1,"method":"Set","params":{"namespace":"n""#,
+            -32700,
+            "parse_error",
+        ),
+        ("hello", -32700, "parse_error"),
+        ("[1,2,3]", -32600, "invalid_request"),
+        ("17", -32600, "invalid_request"),
+        (r#"{"id":2,"params":{}}"#, -32600, "invalid_request"),
+        (r#"{"id":3,"method":42}"#, -32600, "invalid_request"),
+        (
+            r#"{"id":4,"method":"Frobnicate"}"#,
+            -32601,
+            "method_not_found",
+        ),
+        (
+            r#"{"id":5,"method":"Set","params":{"namespace":"n","key":"k"}}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            r#"{"id":6,"method":"Set","params":{"namespace":"n","key":"k","value":1,"expected_version":"1"}}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            r#"{"id":7,"method":"Set","params":{"namespace":"n","key":"k","value":1,"expected_verison":1}}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            r#"{"id":8,"method":"Set","params":"n/k=1"}"#,
+            -32602,
+            "invalid_params",
+        ),
+        (
+            r#"{"id":9,"method":"Set","params":{"namespace":"n","key":"k","value":1,"expected_version":-1}}"#,
+            -32602,
+            "invalid_params",
+        ),
+    ];
+    for (line, code, kind) in cases {
+        c.send_line(line);
+        let response = c.read_line();
+        assert_error(&response["error"], *code, kind);
+    }
+    assert_eq!(c.get("n", "k")["value"], "original");
+    assert_eq!(c.get("n", "k")["version"], 1);
+}
+
+#[test]
+fn invalid_params_name_the_field() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    for (params, field) in [
+        (json!({"namespace": "n", "key": "k"}), "value"),
+        (
+            json!({"namespace": "n", "key": "k", "value": 1, "expected_version": "1"}),
+            "expected_version",
+        ),
+        (
+            json!({"namespace": "n", "key": "k", "value": 1, "expected_verison": 1}),
+            "expected_verison",
+        ),
+        (json!({"key": "k", "value": 1}), "namespace"),
+    ] {
+        let err = c.error("Set", params);
+        let data = assert_error(&err, -32602, "invalid_params");
+        assert_eq!(data["field"], field, "{err}");
+        assert!(err["message"].as_str().unwrap().contains(field), "{err}");
+    }
+}
+
+#[test]
+fn unknown_method_lists_the_known_ones() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let err = c.error("Frobnicate", json!({}));
+    let data = assert_error(&err, -32601, "method_not_found");
+    let methods = data["methods"].as_array().unwrap();
+    assert!(methods.contains(&json!("Set")) && methods.contains(&json!("DescribeInterface")));
+}
+
+#[test]
+fn an_over_long_line_is_refused_and_the_connection_stays_usable() {
+    let daemon = Daemon::start_with(&["--max-line-bytes", "256"]);
+    let mut c = daemon.client();
+    let long = format!(
+        r#"{{"id":1,"method":"Set","params":{{"namespace":"n","key":"k","value":"{}"}}}}"#,
+        "x".repeat(1000)
+    );
+    c.send_line(&long);
+    let response = c.read_line();
+    let data = assert_error(&response["error"], -32001, "request_too_large");
+    assert_eq!(data["limit"], 256);
+    assert_eq!(c.get("n", "k")["found"], false);
+    assert_eq!(
+        c.set("n", "k", json!(1))["version"],
+        1,
+        "the connection still works"
+    );
+}
+
+#[test]
+fn ids_are_echoed_blank_lines_ignored_and_snake_case_accepted() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    for id in [
+        json!(7),
+        json!("abc"),
+        json!({"trace": [1, "x"]}),
+        json!(1.5),
+    ] {
+        c.send_line(&json!({"id": id, "method": "Health"}).to_string());
+        let response = c.read_line();
+        assert_eq!(response["id"], id);
+        assert_eq!(response["result"]["status"], "ok");
+    }
+    c.send_raw(b"\n  \n\r\n{\"method\":\"health\"}\n");
+    let response = c.read_line();
+    assert_eq!(response["id"], Value::Null);
+    assert_eq!(response["result"]["status"], "ok");
+    c.send_line(r#"{"id":"s","method":"clear_namespace","params":{"namespace":"n"}}"#);
+    assert_eq!(c.read_line()["result"]["deleted"], 0);
+    c.send_line(r#"{"id":"t","method":"read_events"}"#);
+    assert!(c.read_line()["result"]["events"].is_array());
+}
+
+#[test]
+fn a_thousand_pipelined_requests_come_back_in_order() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut batch = String::new();
+    for i in 0..1000 {
+        let line = match i % 3 {
+            0 => {
+                json!({"id": i, "method": "Set", "params": {"namespace": "p", "key": "counter", "value": i}})
+            }
+            1 => json!({"id": i, "method": "Get", "params": {"namespace": "p", "key": "counter"}}),
+            _ => {
+                json!({"id": i, "method": "Set", "params": {"namespace": "p", "key": format!("k{i}"), "value": i, "expected_version": 0}})
+            }
+        };
+        batch.push_str(&line.to_string());
+        batch.push('\n');
+    }
+    c.send_raw(batch.as_bytes());
+    let mut last_set = None;
+    for i in 0..1000u64 {
+        let response = c.read_line();
+        assert_eq!(response["id"], i, "answers in request order");
+        let result = &response["result"];
+        match i % 3 {
+            0 => last_set = Some(i),
+            // A read sees every write sent before it on the same connection, and none after.
+            1 => assert_eq!(result["value"], json!(last_set.unwrap()), "at {i}"),
+            _ => assert_eq!(result["version"], 1),
+        }
+    }
+    assert_eq!(c.get("p", "counter")["version"], 334);
+}
+
+#[test]
+fn every_write_appends_one_event_with_seq_equal_to_its_revision() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut revisions = vec![
+        c.result(
+            "Set",
+            json!({"namespace": "a", "key": "x", "value": 1, "updated_by": "w"}),
+        )["revision"]
+            .clone(),
+        c.set("a", "y", json!(2))["revision"].clone(),
+        c.result("Delete", json!({"namespace": "a", "key": "x"}))["revision"].clone(),
+        c.result(
+            "Publish",
+            json!({"topic": "review.done", "payload": {"ok": true}, "actor": "bot"}),
+        )["event_seq"]
+            .clone(),
+    ];
+    let txn = c.result(
+        "Txn",
+        json!({"ops": [{"op": "set", "namespace": "b", "key": "z", "value": 3}]}),
+    );
+    revisions.push(txn["results"][0]["revision"].clone());
+    c.set("b", "w", json!(4));
+    revisions.push(json!(6));
+
+    let events = c.result("ReadEvents", json!({}))["events"].clone();
+    let events = events.as_array().unwrap();
+    let seqs: Vec<Value> = events.iter().map(|e| e["seq"].clone()).collect();
+    assert_eq!(seqs, revisions);
+    assert_eq!(
+        seqs,
+        (1..=6).map(|s| json!(s)).collect::<Vec<_>>(),
+        "contiguous"
+    );
+    assert_eq!(events[0]["type"], "kv.set");
+    assert_eq!(events[0]["namespace"], "a");
+    assert_eq!(events[0]["key"], "x");
+    assert_eq!(events[0]["actor"], "w");
+    assert_eq!(events[0]["data"], json!({"version": 1, "value": 1}));
+    assert_eq!(events[2]["type"], "kv.delete");
+    assert_eq!(events[2]["data"]["version"], 2);
+    assert_eq!(events[3]["type"], "custom.review.done");
+    assert_eq!(events[3]["data"], json!({"ok": true}));
+    assert_eq!(events[3]["actor"], "bot");
+    assert!(
+        events[3].get("namespace").is_none(),
+        "absent fields are omitted"
+    );
+    assert!(events
+        .iter()
+        .all(|e| e["at"].as_str().is_some_and(|a| a.ends_with('Z'))));
+}
+
+#[test]
+fn read_events_filters_and_pages() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.set("app", "cfg/a", json!(1)); // 1
+    c.set("app", "cfg/b", json!(2)); // 2
+    c.set("app", "run/x", json!(3)); // 3
+    c.set("other", "cfg/a", json!(4)); // 4
+    c.result("Delete", json!({"namespace": "app", "key": "cfg/a"})); // 5
+    c.result("Publish", json!({"topic": "deploy", "payload": 1})); // 6
+
+    let seqs = |c: &mut common::Client, params: Value| -> Vec<u64> {
+        c.result("ReadEvents", params)["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs(&mut c, json!({"since_seq": 3})), [4, 5, 6]);
+    assert_eq!(seqs(&mut c, json!({"types": ["kv.delete"]})), [5]);
+    assert_eq!(seqs(&mut c, json!({"types": ["kv.*"]})), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        seqs(&mut c, json!({"types": ["custom.deploy", "kv.delete"]})),
+        [5, 6]
+    );
+    assert_eq!(seqs(&mut c, json!({"namespace": "app"})), [1, 2, 3, 5]);
+    assert_eq!(
+        seqs(&mut c, json!({"namespace": "app", "key_prefix": "cfg/"})),
+        [1, 2, 5]
+    );
+    assert_eq!(seqs(&mut c, json!({"key_prefix": "cfg/"})), [1, 2, 4, 5]);
+    assert_eq!(
+        seqs(&mut c, json!({"resource_prefix": "file:"})),
+        Vec::<u64>::new()
+    );
+    assert_eq!(seqs(&mut c, json!({"task_id": "nope"})), Vec::<u64>::new());
+
+    // Paging: next_seq resumes exactly where the page stopped.
+    let page = c.result("ReadEvents", json!({"limit": 2, "types": ["kv.set"]}));
+    assert_eq!(page["events"].as_array().unwrap().len(), 2);
+    assert_eq!(page["next_seq"], 2);
+    let page = c.result(
+        "ReadEvents",
+        json!({"since_seq": 2, "limit": 2, "types": ["kv.set"]}),
+    );
+    let got: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [3, 4]);
+    let page = c.result("ReadEvents", json!({"since_seq": 4, "types": ["kv.set"]}));
+    assert_eq!(page["events"], json!([]));
+    assert_eq!(
+        page["next_seq"], 6,
+        "a filtered read that reached the head resumes after it"
+    );
+    assert_error(&c.error("ReadEvents", json!({"limit": 0})), 400, "invalid");
+    assert_error(
+        &c.error("ReadEvents", json!({"since": 0})),
+        -32602,
+        "invalid_params",
+    );
+}
+
+#[test]
+fn describe_interface_lists_every_method_with_schemas() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let described = c.result("DescribeInterface", json!({}));
+    assert_eq!(described["protocol"], "baton-jsonl-v1");
+    assert!(described["version"].is_string());
+    let methods = described["methods"].as_array().unwrap();
+    for name in [
+        "Get",
+        "Set",
+        "Delete",
+        "List",
+        "History",
+        "Txn",
+        "ClearNamespace",
+        "Export",
+        "ReadEvents",
+        "Publish",
+        "DescribeInterface",
+        "Health",
+        "Metrics",
+    ] {
+        let m = methods
+            .iter()
+            .find(|m| m["method"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert!(
+            m["summary"].as_str().is_some_and(|s| !s.is_empty()),
+            "{name}"
+        );
+        assert_eq!(m["params_schema"]["type"], "object", "{name}");
+        assert!(m["result_schema"].is_object(), "{name}");
+    }
+    let set = methods.iter().find(|m| m["method"] == "Set").unwrap();
+    let required = set["params_schema"]["required"].as_array().unwrap();
+    for field in ["namespace", "key", "value"] {
+        assert!(required.contains(&json!(field)), "{field} required: {set}");
+    }
+    assert!(set["params_schema"]["properties"]["expected_version"].is_object());
+    let codes: Vec<i64> = described["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_i64().unwrap())
+        .collect();
+    for code in [
+        -32700, -32600, -32601, -32602, -32001, -32603, 400, 404, 409, 410, 413, 416, 429, 503,
+    ] {
+        assert!(codes.contains(&code), "{code}");
+    }
+}
+
+#[test]
+fn health_and_metrics_report_the_daemon() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let health = c.result("Health", json!({}));
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["database"], "ok");
+    assert!(health["schema_version"].as_i64().unwrap() >= 1);
+    assert!(health["uptime_secs"].is_u64());
+    assert!(health["version"].is_string());
+
+    c.set("n", "a", json!(1));
+    c.set("n", "b", json!(2));
+    c.result("Delete", json!({"namespace": "n", "key": "b"}));
+    c.get("n", "a");
+    assert_error(
+        &c.error("Get", json!({"namespace": "n"})),
+        -32602,
+        "invalid_params",
+    );
+    let _second = daemon.client();
+    let metrics = c.result("Metrics", json!({}));
+    assert_eq!(metrics["methods"]["Set"]["count"], 2);
+    assert_eq!(metrics["methods"]["Get"]["count"], 2);
+    assert_eq!(metrics["methods"]["Get"]["errors"], 1);
+    assert!(metrics["methods"]["Set"]["p50_us"].is_u64());
+    assert_eq!(metrics["records"], json!({"live": 1, "tombstones": 1}));
+    assert_eq!(metrics["journal"]["head_seq"], 3);
+    assert_eq!(metrics["journal"]["length"], 3);
+    assert!(metrics["connections"]["open"].as_u64().unwrap() >= 1);
+    assert!(metrics["storage"]["commits"].as_u64().unwrap() >= 1);
+    assert!(metrics["storage"]["db_bytes"].as_u64().unwrap() > 0);
+    assert_error(
+        &c.error("Health", json!({"verbose": true})),
+        -32602,
+        "invalid_params",
+    );
+}
