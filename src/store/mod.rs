@@ -61,7 +61,10 @@ impl Store {
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX
                     | OpenFlags::SQLITE_OPEN_URI,
             )
-            .with_init(|c| c.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;"));
+            .with_init(|c| {
+                c.set_prepared_statement_cache_capacity(writer::STATEMENT_CACHE);
+                c.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
+            });
         let reads = r2d2::Pool::builder()
             .max_size(16)
             .min_idle(Some(2))

@@ -1,0 +1,347 @@
+//! `scripts/bench`: batond's speed and memory beside a bare tokio Unix-socket line echo.
+//! Prints one table of figures with each target; exits non-zero only if the daemon
+//! answered with errors. `BATON_BENCH_QUICK=1` shortens every run.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as TokioBufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+
+type Lines = tokio::io::Lines<TokioBufReader<OwnedReadHalf>>;
+
+struct Row {
+    name: &'static str,
+    figure: String,
+    target: String,
+    pass: Option<bool>,
+}
+
+fn quick() -> bool {
+    std::env::var("BATON_BENCH_QUICK").is_ok_and(|v| v == "1")
+}
+
+fn raise_open_file_limit() {
+    // SAFETY: plain getrlimit/setrlimit calls on a local struct.
+    unsafe {
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn start_daemon(dir: &Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
+        .arg("--home")
+        .arg(dir.join("home"))
+        .env("RUST_LOG", "info")
+        .env("BATON_ENV_FILE", dir.join("none.env"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start batond");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("listening on") => break,
+            Some(_) => continue,
+            None => panic!("batond exited before listening"),
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    child
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+async fn connect(path: &Path) -> (Lines, OwnedWriteHalf) {
+    let (r, w) = UnixStream::connect(path)
+        .await
+        .expect("connect")
+        .into_split();
+    (TokioBufReader::new(r).lines(), w)
+}
+
+async fn round_trip(lines: &mut Lines, w: &mut OwnedWriteHalf, line: &[u8]) -> String {
+    w.write_all(line).await.unwrap();
+    lines.next_line().await.unwrap().expect("an answer")
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6
+}
+
+/// Median and p99 round trip, in microseconds, of `n` sequential requests of `line`, from a
+/// blocking client on its own thread (so the client adds as little as possible).
+fn sequential(path: &Path, line: &'static [u8], n: usize, errors: &mut u64) -> (f64, f64) {
+    use std::io::Write;
+    let stream = std::os::unix::net::UnixStream::connect(path).expect("connect");
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut answer = String::new();
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        answer.clear();
+        let start = Instant::now();
+        writer.write_all(line).unwrap();
+        reader.read_line(&mut answer).unwrap();
+        if i >= n / 10 {
+            samples.push(start.elapsed());
+        }
+        if answer.contains("\"error\"") {
+            *errors += 1;
+        }
+    }
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+async fn echo_server(path: PathBuf) {
+    let listener = UnixListener::bind(&path).unwrap();
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        tokio::spawn(async move {
+            let (r, mut w) = stream.into_split();
+            let mut lines = TokioBufReader::new(r).lines();
+            while let Ok(Some(mut line)) = lines.next_line().await {
+                line.push('\n');
+                if w.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Sets per second from `conns` connections each doing compare-and-set on its own key.
+async fn concurrent_cas_sets(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..conns)
+        .map(|c| {
+            let path = path.to_path_buf();
+            tokio::spawn(async move {
+                let (mut lines, mut w) = connect(&path).await;
+                let mut version = 0u64;
+                let mut errors = 0;
+                for i in 0..per_conn {
+                    let line = format!(
+                        "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
+                    );
+                    let answer: serde_json::Value =
+                        serde_json::from_str(&round_trip(&mut lines, &mut w, line.as_bytes()).await).unwrap();
+                    match answer["result"]["version"].as_u64() {
+                        Some(v) => version = v,
+                        None => {
+                            errors += 1;
+                            eprintln!("unexpected answer: {answer}");
+                        }
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let mut errors = 0;
+    for t in tasks {
+        errors += t.await.unwrap();
+    }
+    (
+        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
+        errors,
+    )
+}
+
+/// Best and median rate of `rounds` bursts of `n` pipelined Sets on one connection.
+async fn pipelined_sets(path: &Path, n: usize, rounds: usize) -> (f64, f64, u64) {
+    let (mut lines, mut w) = connect(path).await;
+    let mut rates = Vec::new();
+    let mut errors = 0;
+    for round in 0..rounds {
+        let mut burst = Vec::with_capacity(n * 100);
+        for i in 0..n {
+            burst.extend_from_slice(
+                format!("{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"pipe\",\"key\":\"k{round}-{i}\",\"value\":{i}}}}}\n").as_bytes(),
+            );
+        }
+        let start = Instant::now();
+        w.write_all(&burst).await.unwrap();
+        for _ in 0..n {
+            if lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("an answer")
+                .contains("\"error\"")
+            {
+                errors += 1;
+            }
+        }
+        rates.push(n as f64 / start.elapsed().as_secs_f64());
+    }
+    rates.sort_by(f64::total_cmp);
+    (rates[rates.len() - 1], rates[rates.len() / 2], errors)
+}
+
+async fn run() -> (Vec<Row>, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    let mut errors = 0;
+    let (n_seq, cas_per_conn, rounds) = if quick() {
+        (2_000, 200, 3)
+    } else {
+        (20_000, 1_500, 10)
+    };
+
+    // Memory first, on a fresh daemon.
+    let mut daemon = start_daemon(dir.path());
+    let socket = dir.path().join("home/baton.sock");
+    let idle = rss_mb(daemon.id());
+    rows.push(Row {
+        name: "RSS idle",
+        figure: format!("{idle:.1} MB"),
+        target: "< 30 MB".into(),
+        pass: Some(idle < 30.0),
+    });
+    let mut idle_conns = Vec::new();
+    for _ in 0..1000 {
+        let (mut lines, mut w) = connect(&socket).await;
+        round_trip(&mut lines, &mut w, b"{\"id\":1,\"method\":\"Health\"}\n").await;
+        idle_conns.push((lines, w));
+    }
+    let loaded = rss_mb(daemon.id());
+    rows.push(Row {
+        name: "RSS with 1,000 idle connections",
+        figure: format!("{loaded:.1} MB"),
+        target: "< 100 MB".into(),
+        pass: Some(loaded < 100.0),
+    });
+    drop(idle_conns);
+
+    // The ceiling: a bare line echo.
+    let echo_path = dir.path().join("echo.sock");
+    let echo = echo_path.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(echo_server(echo));
+    });
+    while UnixStream::connect(&echo_path).await.is_err() {
+        tokio::task::yield_now().await;
+    }
+    let get: &'static [u8] =
+        b"{\"id\":1,\"method\":\"Get\",\"params\":{\"namespace\":\"bench\",\"key\":\"small\"}}\n";
+    let (echo_p50, echo_p99) =
+        tokio::task::block_in_place(|| sequential(&echo_path, get, n_seq, &mut 0));
+    rows.push(Row {
+        name: "echo round trip (ceiling)",
+        figure: format!("p50 {echo_p50:.1} us, p99 {echo_p99:.1} us"),
+        target: "-".into(),
+        pass: None,
+    });
+
+    {
+        let (mut lines, mut w) = connect(&socket).await;
+        round_trip(&mut lines, &mut w, b"{\"id\":0,\"method\":\"Set\",\"params\":{\"namespace\":\"bench\",\"key\":\"small\",\"value\":{\"usd\":10000}}}\n").await;
+    }
+    let (get_p50, get_p99) =
+        tokio::task::block_in_place(|| sequential(&socket, get, n_seq, &mut errors));
+    rows.push(Row {
+        name: "sequential Get round trip",
+        figure: format!(
+            "p50 {get_p50:.1} us ({:.2}x echo), p99 {get_p99:.1} us",
+            get_p50 / echo_p50
+        ),
+        target: "p50 <= 2.5x echo".into(),
+        pass: Some(get_p50 <= 2.5 * echo_p50),
+    });
+
+    let (cas_rate, cas_errors) = concurrent_cas_sets(&socket, 64, cas_per_conn).await;
+    errors += cas_errors;
+    rows.push(Row {
+        name: "durable CAS Set, 64 connections",
+        figure: format!("{cas_rate:.0} /s"),
+        target: ">= 25,000 /s".into(),
+        pass: Some(cas_rate >= 25_000.0),
+    });
+
+    let (best, median, pipe_errors) = pipelined_sets(&socket, 1000, rounds).await;
+    errors += pipe_errors;
+    rows.push(Row {
+        name: "1,000 pipelined Sets, 1 connection",
+        figure: format!("best {best:.0} /s, median {median:.0} /s"),
+        target: ">= 15,000 /s".into(),
+        pass: Some(median >= 15_000.0),
+    });
+
+    let (mut lines, mut w) = connect(&socket).await;
+    let metrics: serde_json::Value = serde_json::from_str(
+        &round_trip(&mut lines, &mut w, b"{\"id\":1,\"method\":\"Metrics\"}\n").await,
+    )
+    .unwrap();
+    let storage = &metrics["result"]["storage"];
+    rows.push(Row {
+        name: "group commit (whole run)",
+        figure: format!(
+            "{} writes in {} commits, mean batch {:.1}, max {}",
+            storage["writes"],
+            storage["commits"],
+            storage["mean_batch"].as_f64().unwrap_or(0.0),
+            storage["max_batch"]
+        ),
+        target: "-".into(),
+        pass: None,
+    });
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let _ = daemon.wait();
+    (rows, errors)
+}
+
+fn main() {
+    raise_open_file_limit();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (rows, errors) = runtime.block_on(run());
+    println!();
+    println!(
+        "{:<36} {:<48} {:<18} result",
+        "benchmark", "figure", "target"
+    );
+    for row in &rows {
+        let result = match row.pass {
+            Some(true) => "PASS",
+            Some(false) => "MISS",
+            None => "",
+        };
+        println!(
+            "{:<36} {:<48} {:<18} {result}",
+            row.name, row.figure, row.target
+        );
+    }
+    if errors > 0 {
+        eprintln!("batond answered {errors} requests with errors");
+        std::process::exit(1);
+    }
+}
