@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_error, Daemon};
+use common::{assert_error, u64s, Daemon};
 use serde_json::{json, Value};
 
 #[test]
@@ -173,35 +173,20 @@ fn history_is_newest_first_with_deletions_and_paging() {
     );
     c.set("n", "k", json!("c"));
     let history = c.result("History", json!({"namespace": "n", "key": "k"}))["history"].clone();
-    let versions: Vec<u64> = history
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["version"].as_u64().unwrap())
-        .collect();
+    let versions: Vec<u64> = u64s(&history, "version");
     assert_eq!(versions, [4, 3, 2, 1]);
     assert_eq!(history[1]["deleted"], true);
     assert_eq!(history[1]["updated_by"], "z");
     assert_eq!(history[2]["value"], "b");
     assert_eq!(history[3]["deleted"], false);
-    let revisions: Vec<u64> = history
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["revision"].as_u64().unwrap())
-        .collect();
+    let revisions: Vec<u64> = u64s(&history, "revision");
     assert!(revisions.windows(2).all(|w| w[0] > w[1]), "{revisions:?}");
 
     let page = c.result(
         "History",
         json!({"namespace": "n", "key": "k", "limit": 2, "before_version": 3}),
     );
-    let versions: Vec<u64> = page["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["version"].as_u64().unwrap())
-        .collect();
+    let versions: Vec<u64> = u64s(&page["history"], "version");
     assert_eq!(versions, [2, 1]);
     assert_eq!(
         c.result("History", json!({"namespace": "n", "key": "none"}))["history"],
@@ -321,12 +306,9 @@ fn txn_applies_all_ops_or_none_and_lists_failed_compares() {
             "updated_by": "transfer"
         }),
     );
-    let results = ok["results"].as_array().unwrap();
+    let results = ok["results"].as_array().unwrap().clone();
     assert_eq!(results.len(), 4);
-    let revisions: Vec<u64> = results
-        .iter()
-        .map(|r| r["revision"].as_u64().unwrap())
-        .collect();
+    let revisions: Vec<u64> = u64s(&ok["results"], "revision");
     assert_eq!(
         revisions,
         [

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_error, Daemon};
+use common::{assert_error, u64s, Daemon};
 use serde_json::{json, Value};
 
 /// Each bad line gets its own code and changes nothing.
@@ -241,12 +241,7 @@ fn read_events_filters_and_pages() {
     c.result("Publish", json!({"topic": "deploy", "payload": 1})); // 6
 
     let seqs = |c: &mut common::Client, params: Value| -> Vec<u64> {
-        c.result("ReadEvents", params)["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["seq"].as_u64().unwrap())
-            .collect()
+        u64s(&c.result("ReadEvents", params)["events"], "seq")
     };
     assert_eq!(seqs(&mut c, json!({"since_seq": 3})), [4, 5, 6]);
     assert_eq!(seqs(&mut c, json!({"types": ["kv.delete"]})), [5]);
@@ -275,12 +270,7 @@ fn read_events_filters_and_pages() {
         "ReadEvents",
         json!({"since_seq": 2, "limit": 2, "types": ["kv.set"]}),
     );
-    let got: Vec<u64> = page["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["seq"].as_u64().unwrap())
-        .collect();
+    let got: Vec<u64> = u64s(&page["events"], "seq");
     assert_eq!(got, [3, 4]);
     let page = c.result("ReadEvents", json!({"since_seq": 4, "types": ["kv.set"]}));
     assert_eq!(page["events"], json!([]));

@@ -246,6 +246,21 @@ impl Client {
     }
 }
 
+/// One numeric field of every object in a JSON array: `u64s(&history, "version")`.
+#[track_caller]
+pub fn u64s(list: &Value, field: &str) -> Vec<u64> {
+    let list = list
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"));
+    list.iter()
+        .map(|item| {
+            item[field]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no {field} in {item}"))
+        })
+        .collect()
+}
+
 /// Asserts an error object has this code and kind; returns its data.
 #[track_caller]
 pub fn assert_error(error: &Value, code: i64, kind: &str) -> Value {
