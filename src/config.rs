@@ -273,13 +273,18 @@ impl Config {
                 }
             }
         };
-        let workspace = match layers.path("BATON_WORKSPACE")? {
-            Some(dir) => dir,
-            None => std::env::current_dir().map_err(|e| {
+        let cwd = || {
+            std::env::current_dir().map_err(|e| {
                 ConfigError(format!(
-                    "cannot read the working directory ({e}); set BATON_WORKSPACE"
+                    "cannot read the working directory ({e}); set BATON_WORKSPACE to an absolute path"
                 ))
-            })?,
+            })
+        };
+        // Absolute paths in `file:`/`dir:` keys are judged against this, so it is absolute too.
+        let workspace = match layers.path("BATON_WORKSPACE")? {
+            Some(dir) if dir.is_absolute() => dir,
+            Some(dir) => cwd()?.join(dir),
+            None => cwd()?,
         };
 
         Ok(Config {

@@ -33,8 +33,12 @@ pub enum Error {
     },
     #[error("idempotency key `{key}` was already used with different params; use a new key for a different request")]
     IdempotencyConflict { key: String },
-    #[error("{0}")]
-    LeaseInvalid(String),
+    /// A lease that is not (or no longer) the caller's; `data` names the current holder.
+    #[error("{message}")]
+    LeaseInvalid {
+        message: String,
+        data: Map<String, Value>,
+    },
     #[error("{0}")]
     Compacted(String),
     #[error("value is {size} bytes, over the limit of {limit} bytes; store a smaller value or raise BATON_MAX_VALUE_BYTES")]
@@ -58,7 +62,7 @@ impl Error {
             Error::Invalid(_) => 400,
             Error::NotFound(_) => 404,
             Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
-            Error::LeaseInvalid(_) => 410,
+            Error::LeaseInvalid { .. } => 410,
             Error::Compacted(_) => 416,
             Error::ValueTooLarge { .. } => 413,
             Error::Overloaded => 429,
@@ -79,7 +83,7 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Conflict { .. } => "conflict",
             Error::IdempotencyConflict { .. } => "idempotency_conflict",
-            Error::LeaseInvalid(_) => "lease_invalid",
+            Error::LeaseInvalid { .. } => "lease_invalid",
             Error::Compacted(_) => "compacted",
             Error::ValueTooLarge { .. } => "value_too_large",
             Error::Overloaded => "overloaded",
@@ -90,7 +94,7 @@ impl Error {
     /// The `error` object of a response: `{code, message, data: {kind, ...}}`.
     pub fn to_wire(&self) -> Value {
         let mut data = match self {
-            Error::Conflict { data, .. } => data.clone(),
+            Error::Conflict { data, .. } | Error::LeaseInvalid { data, .. } => data.clone(),
             _ => Map::new(),
         };
         data.insert("kind".into(), Value::from(self.kind()));

@@ -9,5 +9,6 @@ pub mod error;
 pub mod methods;
 pub mod metrics;
 pub mod protocol;
+pub mod resource_key;
 pub mod server;
 pub mod store;

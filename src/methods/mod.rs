@@ -4,8 +4,11 @@
 //! DescribeInterface are all generated from it.
 
 pub mod journal;
+pub mod locks;
 pub mod state;
 pub mod system;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 use schemars::JsonSchema;
@@ -22,11 +25,39 @@ pub struct Limits {
     pub max_value_bytes: usize,
 }
 
+/// The client connection a request came in on.
+#[derive(Debug)]
+pub struct ConnectionInfo {
+    /// Unique for the daemon's life.
+    pub id: u64,
+    /// Set once the connection takes or waits for a lock: its close must then be told to
+    /// the writer (abandoned leases, waits that leave their queues).
+    uses_locks: AtomicBool,
+}
+
+impl ConnectionInfo {
+    pub fn new(id: u64) -> ConnectionInfo {
+        ConnectionInfo {
+            id,
+            uses_locks: AtomicBool::new(false),
+        }
+    }
+
+    pub fn mark_lock_user(&self) {
+        self.uses_locks.store(true, Ordering::Relaxed);
+    }
+
+    pub fn uses_locks(&self) -> bool {
+        self.uses_locks.load(Ordering::Relaxed)
+    }
+}
+
 /// What a method needs to make its plan.
 pub struct Ctx<'a> {
     pub app: &'a std::sync::Arc<App>,
     /// The params exactly as sent (for idempotency digests).
     pub raw_params: &'a RawValue,
+    pub connection: &'a ConnectionInfo,
 }
 
 impl Ctx<'_> {
@@ -75,25 +106,40 @@ pub fn read<M: Method>(
     }
 }
 
+/// The idempotency identity of a request of method `M`, if it carries a key.
+fn idempotency<M: Method>(cx: &Ctx<'_>, key: Option<String>) -> Result<Option<Idempotency>> {
+    match key {
+        Some(key) if key.is_empty() || key.len() > 256 => Err(Error::invalid_params(
+            "idempotency_key",
+            "idempotency_key must be 1 to 256 bytes; use a UUID",
+        )),
+        Some(key) => Ok(Some(Idempotency::new(key, M::NAME, cx.raw_params)?)),
+        None => Ok(None),
+    }
+}
+
 /// A mutation of method `M`, checked to produce `M::Output`.
 pub fn write<M: Method>(
     cx: &Ctx<'_>,
     idempotency_key: Option<String>,
     f: impl FnOnce(&mut WriteCtx<'_>) -> Result<M::Output> + Send + 'static,
 ) -> Result<Plan> {
-    let idempotency = match idempotency_key {
-        Some(key) if key.is_empty() || key.len() > 256 => {
-            return Err(Error::invalid_params(
-                "idempotency_key",
-                "idempotency_key must be 1 to 256 bytes; use a UUID",
-            ))
-        }
-        Some(key) => Some(Idempotency::new(key, M::NAME, cx.raw_params)?),
-        None => None,
-    };
     Ok(Plan::Write {
-        idempotency,
-        apply: Box::new(move |ctx| reply(&f(ctx)?)),
+        idempotency: idempotency::<M>(cx, idempotency_key)?,
+        apply: Box::new(move |ctx| reply(&f(ctx)?).map(Some)),
+    })
+}
+
+/// A mutation of method `M` that may answer later: `Ok(None)` when it took the reply
+/// channel (a request that waits).
+pub fn write_or_wait<M: Method>(
+    cx: &Ctx<'_>,
+    idempotency_key: Option<String>,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Option<M::Output>> + Send + 'static,
+) -> Result<Plan> {
+    Ok(Plan::Write {
+        idempotency: idempotency::<M>(cx, idempotency_key)?,
+        apply: Box::new(move |ctx| f(ctx)?.map(|out| reply(&out)).transpose()),
     })
 }
 
@@ -241,6 +287,12 @@ registry!(
     system::DescribeInterfaceParams,
     system::HealthParams,
     system::MetricsParams,
+    locks::AcquireResourceLockParams,
+    locks::HeartbeatResourceLockParams,
+    locks::ReleaseResourceLockParams,
+    locks::ResourceLockStatusParams,
+    locks::ListResourceLocksParams,
+    locks::WaitResourceLockParams,
 );
 
 #[cfg(test)]

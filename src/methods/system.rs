@@ -138,7 +138,10 @@ pub struct StorageFigures {
 
 #[derive(Serialize, JsonSchema)]
 pub struct LockFigures {
+    /// Leases held now.
     pub live: u64,
+    /// Requests queued in AcquireResourceLock with `wait_ms`.
+    pub waiting: u64,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -196,7 +199,12 @@ impl Method for MetricsParams {
                     db_bytes,
                     wal_bytes,
                 },
-                locks: LockFigures { live: 0 },
+                locks: LockFigures {
+                    live: stats.live_locks.load(std::sync::atomic::Ordering::Relaxed),
+                    waiting: stats
+                        .lock_waiters
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                },
                 tasks: BTreeMap::new(),
                 nodes: BTreeMap::new(),
             })
@@ -228,7 +236,10 @@ mod tests {
                 message: String::new(),
                 data: Default::default(),
             },
-            Error::LeaseInvalid(String::new()),
+            Error::LeaseInvalid {
+                message: String::new(),
+                data: Default::default(),
+            },
             Error::ValueTooLarge { size: 2, limit: 1 },
             Error::Compacted(String::new()),
             Error::Overloaded,

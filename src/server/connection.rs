@@ -6,7 +6,7 @@
 //! writes in flight; then it is queued behind them on the writer, so a connection always
 //! reads its own writes and never sees a write it sent later.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
 use crate::error::{Error, Result};
-use crate::methods::{self, Ctx, Plan};
+use crate::methods::{self, ConnectionInfo, Ctx, Plan};
 use crate::protocol::{parse_request, render};
 use crate::store::Reply;
 
@@ -38,8 +38,13 @@ enum Answer {
     Later(BoxFuture<'static, Vec<u8>>),
 }
 
+/// Numbers connections for the daemon's life (locks remember which one holds them).
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
 pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationToken) {
     app.metrics.connection_opened();
+    let connection = ConnectionInfo::new(NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed));
+    let mut told_closed = false;
     let (reader, writer) = stream.into_split();
     let mut frames =
         FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
@@ -61,14 +66,19 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
             }
             frame = frames.next(), if reading && pending.len() < MAX_IN_FLIGHT => {
                 let answer = match frame {
-                    Some(Ok(Frame::Line(line))) => handle_line(&app, &line, &writes_in_flight),
+                    Some(Ok(Frame::Line(line))) => {
+                        handle_line(&app, &connection, &line, &writes_in_flight)
+                    }
                     Some(Ok(Frame::TooLong)) => {
                         let err = Error::RequestTooLarge { limit: app.config.max_line_bytes };
                         app.metrics.record(None, std::time::Duration::ZERO, true);
                         Some(Answer::Now(render(None, &Err(err))))
                     }
                     Some(Err(_)) | None => {
+                        // The client is gone: its release_on_disconnect leases end and its
+                        // waits leave their queues now, not when their deadlines pass.
                         reading = false;
+                        told_closed = tell_closed(&app, &connection);
                         None
                     }
                 };
@@ -99,12 +109,32 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
         }
     }
     let _ = out.flush().await;
+    if !told_closed {
+        tell_closed(&app, &connection);
+    }
     app.metrics.connection_closed();
+}
+
+/// Tells the writer a connection that used locks has closed. Returns true once told.
+fn tell_closed(app: &SharedApp, connection: &ConnectionInfo) -> bool {
+    if !connection.uses_locks() {
+        return true;
+    }
+    let id = connection.id;
+    let submitted = app.store.writer().detached(Box::new(move |ctx| {
+        crate::store::locks::connection_closed(ctx, id)?;
+        Ok(None)
+    }));
+    if let Err(err) = submitted {
+        tracing::warn!(%err, connection = id, "could not release the locks of a closed connection; they expire with their leases");
+    }
+    true
 }
 
 /// Serves one request line; `None` for a blank line (which gets no answer).
 fn handle_line(
     app: &SharedApp,
+    connection: &ConnectionInfo,
     line: &[u8],
     writes_in_flight: &Arc<AtomicUsize>,
 ) -> Option<Answer> {
@@ -123,6 +153,7 @@ fn handle_line(
     let cx = Ctx {
         app,
         raw_params: request.params,
+        connection,
     };
     let (name, plan) = match methods::plan(&method, &cx) {
         Ok(planned) => planned,

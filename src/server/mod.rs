@@ -131,6 +131,42 @@ fn raise_open_file_limit() {
     }
 }
 
+/// Wakes the writer at each lock deadline (a lease expiry or the end of a wait) so that
+/// expired leases end, and their waiters get the lock, without any client call.
+async fn sweep_expired_locks(app: Arc<App>) {
+    let writer = app.store.writer().clone();
+    let mut next = writer.next_deadline();
+    loop {
+        let deadline = *next.borrow_and_update();
+        match deadline {
+            None => {
+                if next.changed().await.is_err() {
+                    return;
+                }
+            }
+            Some(at) => {
+                let now = app.clock.monotonic();
+                if at > now {
+                    tokio::select! {
+                        _ = tokio::time::sleep(at - now) => {}
+                        changed = next.changed() => if changed.is_err() { return },
+                    }
+                    continue;
+                }
+                // An empty write: every batch first ends what is due.
+                if writer.detached(Box::new(|_| Ok(None))).is_err() {
+                    // Queue full or stopping; try again shortly.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                if next.changed().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT. Returns once everything is committed and the
 /// socket is removed.
 pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError> {
@@ -158,6 +194,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     );
 
     let shutdown = CancellationToken::new();
+    let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
     let mut sigterm = signal(SignalKind::terminate())
         .map_err(io_error("cannot handle SIGTERM", Path::new("")))?;
@@ -181,7 +218,13 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     }
 
     drop(listener);
+    sweeper.abort();
     shutdown.cancel();
+    // Requests waiting for a lock would hold their connections open: end them now.
+    let _ = app.store.writer().detached(Box::new(|ctx| {
+        crate::store::locks::end_waits(ctx);
+        Ok(None)
+    }));
     connections.close();
     if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
         .await

@@ -41,12 +41,13 @@ impl Idempotency {
     }
 }
 
-/// Runs `apply` unless the key already has an answer; remembers a successful answer.
+/// Runs `apply` unless the key already has an answer; remembers a successful answer (one
+/// given at once: an answer deferred past a wait is not remembered).
 pub fn apply(
     ctx: &mut WriteCtx<'_>,
     idempotency: Option<&Idempotency>,
     apply: WriteFn,
-) -> Result<Reply> {
+) -> Result<Option<Reply>> {
     let Some(idem) = idempotency else {
         return apply(ctx);
     };
@@ -60,21 +61,23 @@ pub fn apply(
     if let Some((method, hash, response, created_at)) = earlier {
         if ctx.now_ms - created_at < RETENTION_MS {
             if method == idem.method && hash == idem.request_hash {
-                return Ok(RawValue::from_string(response)?);
+                return Ok(Some(RawValue::from_string(response)?));
             }
             return Err(Error::IdempotencyConflict {
                 key: idem.key.clone(),
             });
         }
     }
-    let reply = apply(ctx)?;
+    let Some(reply) = apply(ctx)? else {
+        return Ok(None);
+    };
     ctx.conn
         .prepare_cached(
             "INSERT OR REPLACE INTO idempotency (idempotency_key, method, request_hash, response, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
         .execute(params![idem.key, idem.method, &idem.request_hash[..], reply.get(), ctx.now_ms])?;
-    Ok(reply)
+    Ok(Some(reply))
 }
 
 /// Forgets answers older than the retention window.

@@ -12,11 +12,18 @@ pub struct Migration {
 
 /// Every migration, in order. A new file in `migrations/` must be added here; the test
 /// below fails if the folder and this list disagree.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init",
-    sql: include_str!("../../migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init",
+        sql: include_str!("../../migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_locks",
+        sql: include_str!("../../migrations/0002_locks.sql"),
+    },
+];
 
 /// The schema version this binary writes.
 pub fn latest_version() -> i64 {

@@ -3,6 +3,7 @@
 
 pub mod idempotency;
 pub mod journal;
+pub mod locks;
 pub mod migrations;
 pub mod state;
 pub mod writer;

@@ -11,15 +11,21 @@ use rusqlite::{Connection, TransactionBehavior};
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
+use tokio::sync::watch;
+
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 
 use super::idempotency::{self, Idempotency};
+use super::locks::{self, LockState};
 
 /// A serialized result, ready to be placed in a response line.
 pub type Reply = Box<RawValue>;
-/// A mutation, run on the writer inside its own savepoint.
-pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Reply> + Send>;
+/// The channel a request is answered on.
+pub type ReplyTx = oneshot::Sender<Result<Reply>>;
+/// A mutation, run on the writer inside its own savepoint. `Ok(None)` means the mutation
+/// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
+pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
 /// A read that must observe earlier writes of the same connection, run on the writer.
 pub type ReadFn = Box<dyn FnOnce(&Connection) -> Result<Reply> + Send>;
 
@@ -42,7 +48,8 @@ enum Work {
 
 struct Job {
     work: Work,
-    reply: oneshot::Sender<Result<Reply>>,
+    /// `None` for work nobody waits on (the sweeper's tick, a closed connection).
+    reply: Option<ReplyTx>,
 }
 
 enum Message {
@@ -50,15 +57,27 @@ enum Message {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// What a mutation sees: the open transaction, the revision counter and the batch's time.
+/// What a mutation sees: the open transaction, the revision counter, the batch's time and
+/// the lock state the writer keeps in memory.
 pub struct WriteCtx<'a> {
     pub conn: &'a Connection,
     revision: &'a mut i64,
     /// Wall-clock time of this batch, epoch milliseconds.
     pub now_ms: i64,
+    /// Monotonic time of this batch (judges lease expiry).
+    pub mono_now: Duration,
+    pub locks: &'a mut LockState,
+    reply: &'a mut Option<ReplyTx>,
+    /// Answers to other requests (waiters handed a lock) to send once this batch commits.
+    pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
 }
 
 impl WriteCtx<'_> {
+    /// Takes this request's reply channel, to answer it later (after a wait).
+    pub fn take_reply(&mut self) -> Option<ReplyTx> {
+        self.reply.take()
+    }
+
     /// Takes the next global revision (also the seq of the journal event it goes with).
     pub fn next_revision(&mut self) -> i64 {
         *self.revision += 1;
@@ -79,6 +98,8 @@ pub struct WriterStats {
     pub max_batch: AtomicU64,
     pub failed_commits: AtomicU64,
     pub queued: AtomicU64,
+    pub live_locks: AtomicU64,
+    pub lock_waiters: AtomicU64,
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -86,6 +107,7 @@ pub struct WriterStats {
 pub struct Writer {
     jobs: mpsc::Sender<Message>,
     pub stats: Arc<WriterStats>,
+    next_deadline: watch::Receiver<Option<Duration>>,
 }
 
 impl Writer {
@@ -100,21 +122,48 @@ impl Writer {
             })?;
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
-        let thread_stats = stats.clone();
+        let (deadline_tx, next_deadline) = watch::channel(None);
+        let mut writer_loop = WriterLoop {
+            conn,
+            clock,
+            stats: stats.clone(),
+            revision,
+            last_purge_ms: 0,
+            locks: LockState::default(),
+            deadline_tx,
+        };
+        // Leases that lapsed while the daemon was down end before anything is served.
+        writer_loop.recover_locks()?;
         let handle = std::thread::Builder::new()
             .name("baton-writer".into())
-            .spawn(move || {
-                WriterLoop {
-                    conn,
-                    clock,
-                    stats: thread_stats,
-                    revision,
-                    last_purge_ms: 0,
-                }
-                .run(rx)
-            })
+            .spawn(move || writer_loop.run(rx))
             .map_err(|e| Error::Internal(format!("cannot start the writer thread: {e}")))?;
-        Ok((Writer { jobs, stats }, handle))
+        Ok((
+            Writer {
+                jobs,
+                stats,
+                next_deadline,
+            },
+            handle,
+        ))
+    }
+
+    /// The monotonic time of the earliest pending lock deadline (a lease expiry or the end
+    /// of a wait), updated after every batch; the sweeper sleeps until it.
+    pub fn next_deadline(&self) -> watch::Receiver<Option<Duration>> {
+        self.next_deadline.clone()
+    }
+
+    /// Queues a mutation nobody waits on (expiry sweeps, closed connections). Before any
+    /// batch runs, the writer ends every lease and wait that is due.
+    pub fn detached(&self, apply: WriteFn) -> Result<()> {
+        self.submit(Job {
+            work: Work::Write {
+                idempotency: None,
+                apply,
+            },
+            reply: None,
+        })
     }
 
     /// Queues a mutation; the receiver resolves once its transaction is durable.
@@ -126,7 +175,7 @@ impl Writer {
         let (reply, rx) = oneshot::channel();
         self.submit(Job {
             work: Work::Write { idempotency, apply },
-            reply,
+            reply: Some(reply),
         })?;
         Ok(rx)
     }
@@ -136,7 +185,7 @@ impl Writer {
         let (reply, rx) = oneshot::channel();
         self.submit(Job {
             work: Work::Read(apply),
-            reply,
+            reply: Some(reply),
         })?;
         Ok(rx)
     }
@@ -171,7 +220,12 @@ struct WriterLoop {
     stats: Arc<WriterStats>,
     revision: i64,
     last_purge_ms: i64,
+    locks: LockState,
+    deadline_tx: watch::Sender<Option<Duration>>,
 }
+
+/// A request's answer, ready to send once the batch commits.
+type Answer = (Option<ReplyTx>, Result<Reply>);
 
 impl WriterLoop {
     fn run(mut self, mut rx: mpsc::Receiver<Message>) {
@@ -202,18 +256,55 @@ impl WriterLoop {
         }
     }
 
-    /// Refuses whatever slipped in after the shutdown request and checkpoints the WAL.
+    /// Ends leases that lapsed while the daemon was down and tracks the rest.
+    fn recover_locks(&mut self) -> Result<()> {
+        let now_ms = self.clock.wall_ms();
+        let mono_now = self.clock.monotonic();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut deferred = Vec::new();
+        let mut no_reply = None;
+        let mut ctx = WriteCtx {
+            conn: &tx,
+            revision: &mut self.revision,
+            now_ms,
+            mono_now,
+            locks: &mut self.locks,
+            reply: &mut no_reply,
+            deferred: &mut deferred,
+        };
+        locks::recover(&mut ctx)?;
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE name = 'revision'",
+            [self.revision],
+        )?;
+        tx.commit()?;
+        self.deadline_tx.send_replace(self.locks.next_deadline());
+        self.stats
+            .live_locks
+            .store(self.locks.live() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Refuses whatever slipped in after the shutdown request, answers pending waits and
+    /// checkpoints the WAL.
     fn finish(&mut self, rx: &mut mpsc::Receiver<Message>) {
         rx.close();
         while let Ok(message) = rx.try_recv() {
             match message {
                 Message::Job(job) => {
-                    let _ = job.reply.send(Err(shutting_down()));
+                    if let Some(reply) = job.reply {
+                        let _ = reply.send(Err(shutting_down()));
+                    }
                 }
                 Message::Shutdown(done) => {
                     let _ = done.send(());
                 }
             }
+        }
+        for (reply, answer) in self.locks.cancel_waits() {
+            let _ = reply.send(answer);
         }
         if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
             tracing::warn!(%err, "WAL checkpoint at shutdown failed");
@@ -223,15 +314,24 @@ impl WriterLoop {
     fn run_batch(&mut self, batch: &mut Vec<Job>) {
         let start_revision = self.revision;
         let now_ms = self.clock.wall_ms();
-        let (works, replies): (Vec<Work>, Vec<_>) =
-            batch.drain(..).map(|j| (j.work, j.reply)).unzip();
-        let n_jobs = works.len();
-        let n_writes = works
+        let mono_now = self.clock.monotonic();
+        let n_jobs = batch.len();
+        let n_writes = batch
             .iter()
-            .filter(|w| matches!(w, Work::Write { .. }))
+            .filter(|j| matches!(j.work, Work::Write { .. }))
             .count() as u64;
-        let mut results: Vec<Result<Reply>> = Vec::with_capacity(n_jobs);
-        match self.apply_all(works, now_ms, &mut results) {
+        let mut answers: Vec<Answer> = Vec::with_capacity(n_jobs);
+        let mut deferred = Vec::new();
+        let mut lock_state_suspect = false;
+        let committed = self.apply_all(
+            batch,
+            now_ms,
+            mono_now,
+            &mut answers,
+            &mut deferred,
+            &mut lock_state_suspect,
+        );
+        match committed {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
                 self.stats.writes.fetch_add(n_writes, Ordering::Relaxed);
@@ -243,38 +343,94 @@ impl WriterLoop {
                 tracing::error!(%err, "commit failed; every request in the batch is answered 503");
                 self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
                 self.revision = start_revision;
-                let failure = match Error::from(err) {
+                lock_state_suspect = true;
+                let failure = match err {
                     Error::Internal(msg) => Error::Unavailable(format!(
                         "storage failed to commit ({msg}), nothing was written; retry"
                     )),
                     other => other,
                 };
                 // A refusal (conflict, ...) stays true; anything that was to be written was not.
-                for result in results.iter_mut() {
+                let results = answers.iter_mut().map(|(_, r)| r);
+                for result in results.chain(deferred.iter_mut().map(|(_, r)| r)) {
                     if !matches!(result, Err(e) if !e.is_server_fault()) {
                         *result = Err(failure.clone());
                     }
                 }
-                results.resize_with(n_jobs, || Err(failure.clone()));
+                // Jobs the failed transaction never reached.
+                answers.extend(
+                    batch
+                        .drain(..)
+                        .rev()
+                        .map(|job| (job.reply, Err(failure.clone()))),
+                );
             }
         }
-        for (reply, result) in replies.into_iter().zip(results) {
+        batch.clear();
+        if lock_state_suspect {
+            // Memory may have run ahead of what was rolled back: rebuild it from the table.
+            if let Err(err) = self.locks.reload(&self.conn, now_ms, mono_now) {
+                tracing::error!(%err, "cannot reload lock state after a failed write");
+            }
+        }
+        for (reply, result) in answers {
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+        }
+        for (reply, result) in deferred {
             let _ = reply.send(result);
         }
+        self.stats
+            .live_locks
+            .store(self.locks.live() as u64, Ordering::Relaxed);
+        self.stats
+            .lock_waiters
+            .store(self.locks.waiting() as u64, Ordering::Relaxed);
+        let next = self.locks.next_deadline();
+        self.deadline_tx.send_if_modified(|current| {
+            let changed = *current != next;
+            *current = next;
+            changed
+        });
     }
 
-    /// Runs every job in one transaction, pushing one result per job, then commits.
+    /// Runs every job in one transaction, pushing one answer per job, then commits. Jobs
+    /// not reached when a statement fails stay in `jobs`.
     fn apply_all(
         &mut self,
-        works: Vec<Work>,
+        jobs: &mut Vec<Job>,
         now_ms: i64,
-        results: &mut Vec<Result<Reply>>,
-    ) -> rusqlite::Result<()> {
+        mono_now: Duration,
+        answers: &mut Vec<Answer>,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+        lock_state_suspect: &mut bool,
+    ) -> Result<()> {
+        let start_revision = self.revision;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        for work in works {
-            let result = match work {
+        // Leases and waits that are due end first, so no request sees a dead holder.
+        if self.locks.next_deadline().is_some_and(|at| at <= mono_now) {
+            let mut no_reply = None;
+            let mut ctx = WriteCtx {
+                conn: &tx,
+                revision: &mut self.revision,
+                now_ms,
+                mono_now,
+                locks: &mut self.locks,
+                reply: &mut no_reply,
+                deferred,
+            };
+            if let Err(err) = locks::expire_due(&mut ctx) {
+                *lock_state_suspect = true;
+                return Err(err);
+            }
+        }
+        jobs.reverse();
+        while let Some(job) = jobs.pop() {
+            let mut reply = job.reply;
+            let result = match job.work {
                 Work::Write { idempotency, apply } => {
                     // Cached statements: a savepoint per request costs two cheap steps.
                     tx.prepare_cached("SAVEPOINT request")?.execute([])?;
@@ -283,27 +439,39 @@ impl WriterLoop {
                         conn: &tx,
                         revision: &mut self.revision,
                         now_ms,
+                        mono_now,
+                        locks: &mut self.locks,
+                        reply: &mut reply,
+                        deferred,
                     };
                     let result = idempotency::apply(&mut ctx, idempotency.as_ref(), apply);
-                    if result.is_err() {
+                    if let Err(err) = &result {
                         // Undo whatever the refused request wrote.
                         self.revision = before;
+                        *lock_state_suspect |= err.is_server_fault();
                         tx.prepare_cached("ROLLBACK TO request")?.execute([])?;
                     }
                     tx.prepare_cached("RELEASE request")?.execute([])?;
-                    result
+                    match result {
+                        // The request took its reply channel and answers later.
+                        Ok(None) => continue,
+                        Ok(Some(reply)) => Ok(reply),
+                        Err(err) => Err(err),
+                    }
                 }
                 Work::Read(apply) => apply(&tx),
             };
-            results.push(result);
+            answers.push((reply, result));
         }
         if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
             idempotency::purge_expired(&tx, now_ms)?;
             self.last_purge_ms = now_ms;
         }
-        tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
-            .execute([self.revision])?;
-        tx.commit()
+        if self.revision != start_revision {
+            tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
+                .execute([self.revision])?;
+        }
+        Ok(tx.commit()?)
     }
 }
 

@@ -1,0 +1,360 @@
+//! Resource locks on leases: AcquireResourceLock, HeartbeatResourceLock,
+//! ReleaseResourceLock, ResourceLockStatus, ListResourceLocks, WaitResourceLock.
+//! Every lock request is served by the writer, which owns the lease table, the waiter
+//! queues and the expiry deadlines; the logic lives in `store::locks`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::resource_key::{canonicalize, ResourceKey};
+use crate::store::locks as sql;
+
+use super::state::{check_value, Json};
+use super::{write_or_wait, Ctx, Method, Plan};
+
+/// Longest lease a client may ask for: one week.
+pub const MAX_TTL_SECS: u64 = 7 * 24 * 3600;
+/// Longest wait a client may ask for: one hour.
+pub const MAX_WAIT_MS: u64 = 3_600_000;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireResourceLockParams {
+    /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
+    pub resource_key: String,
+    /// Who holds it (an agent's name). Asking again with the same owner returns the same lease.
+    pub owner: String,
+    pub provider: Option<String>,
+    /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
+    pub ttl_secs: Option<u64>,
+    pub metadata: Option<serde_json::Value>,
+    /// Wait up to this long for the lock (first come, first served) instead of answering busy.
+    pub wait_ms: Option<u64>,
+    /// End the lease (outcome `abandoned`) as soon as this connection closes.
+    #[serde(default)]
+    pub release_on_disconnect: bool,
+    pub idempotency_key: Option<String>,
+}
+
+/// The current holder of a key, as others see it (never its lease id).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeldBy {
+    pub owner: String,
+    pub provider: Option<String>,
+    pub fencing_token: u64,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
+}
+
+/// What the last holder of a key declared when it let go.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Previous {
+    pub outcome: String,
+    pub owner: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A lease held by the caller.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Lease {
+    pub resource_key: String,
+    pub lease_id: String,
+    pub owner: String,
+    pub provider: Option<String>,
+    pub fencing_token: u64,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Previous>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AcquireResult {
+    Acquired(Lease),
+    AlreadyHeld(Lease),
+    Busy {
+        resource_key: String,
+        held_by: HeldBy,
+        /// The held key that conflicts: the same key, an enclosing `dir:`, or one inside it.
+        conflicting_key: String,
+    },
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatResourceLockParams {
+    pub resource_key: String,
+    pub lease_id: String,
+    /// New lease length from now; default the daemon's BATON_LOCK_TTL_SECS.
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeartbeatResult {
+    pub resource_key: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Released,
+    Modified,
+    Created,
+    Deleted,
+    Moved,
+    Abandoned,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Released => "released",
+            Outcome::Modified => "modified",
+            Outcome::Created => "created",
+            Outcome::Deleted => "deleted",
+            Outcome::Moved => "moved",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseResourceLockParams {
+    pub resource_key: String,
+    pub lease_id: String,
+    /// What happened to the resource; default `released`. `moved` needs `moved_to`.
+    pub outcome: Option<Outcome>,
+    pub moved_to: Option<String>,
+    pub note: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReleaseResult {
+    pub status: &'static str,
+    pub resource_key: String,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLockStatusParams {
+    pub resource_key: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StatusResult {
+    Available {
+        resource_key: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous: Option<Previous>,
+    },
+    Held {
+        resource_key: String,
+        held_by: HeldBy,
+        conflicting_key: String,
+    },
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListResourceLocksParams {
+    /// Resource keys starting with this (canonical form, e.g. `file:src/`).
+    pub prefix: Option<String>,
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LockEntry {
+    pub resource_key: String,
+    #[serde(flatten)]
+    pub held_by: HeldBy,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListResourceLocksResult {
+    pub locks: Vec<LockEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitResourceLockParams {
+    pub resource_key: String,
+    /// How long to wait for the key to become available.
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum WaitResult {
+    Available {
+        resource_key: String,
+        waited_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous: Option<Previous>,
+    },
+    Timeout {
+        resource_key: String,
+        held_by: HeldBy,
+        waited_ms: u64,
+    },
+}
+
+fn key(cx: &Ctx<'_>, raw: &str) -> Result<ResourceKey> {
+    canonicalize(raw, &cx.app.config.workspace)
+}
+
+fn ttl_ms(cx: &Ctx<'_>, ttl_secs: Option<u64>) -> Result<u64> {
+    match ttl_secs.unwrap_or(cx.app.config.lock_ttl_secs) {
+        secs @ 1..=MAX_TTL_SECS => Ok(secs * 1000),
+        secs => Err(Error::Invalid(format!(
+            "ttl_secs is {secs}; it must be 1 to {MAX_TTL_SECS} (heartbeat to keep a lease longer)"
+        ))),
+    }
+}
+
+fn check_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() || owner.len() > 256 {
+        return Err(Error::Invalid(
+            "owner must be 1 to 256 bytes; use the agent's name".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Method for AcquireResourceLockParams {
+    const NAME: &'static str = "AcquireResourceLock";
+    const SUMMARY: &'static str = "Lease a resource (file:PATH, dir:PATH, or any kind:name) right before changing it. Returns acquired (with lease_id and fencing_token), already_held, or busy with the holder; wait_ms waits first come first served.";
+    type Output = AcquireResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        check_owner(&self.owner)?;
+        let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
+        let metadata = match self.metadata.take() {
+            Some(m) => {
+                let raw = serde_json::value::to_raw_value(&m)?;
+                check_value(&raw, &cx.limits())?;
+                Some(raw.get().to_string())
+            }
+            None => None,
+        };
+        let wait_ms = self.wait_ms.unwrap_or(0);
+        if wait_ms > MAX_WAIT_MS {
+            return Err(Error::Invalid(format!(
+                "wait_ms is {wait_ms}; it must be at most {MAX_WAIT_MS}"
+            )));
+        }
+        cx.connection.mark_lock_user();
+        let request = sql::AcquireRequest {
+            key,
+            owner: self.owner,
+            provider: self.provider,
+            ttl_ms,
+            metadata,
+            release_on_disconnect: self.release_on_disconnect,
+            connection: cx.connection.id,
+        };
+        write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::acquire(ctx, request, wait_ms)
+        })
+    }
+}
+
+impl Method for HeartbeatResourceLockParams {
+    const NAME: &'static str = "HeartbeatResourceLock";
+    const SUMMARY: &'static str = "Extend a lease you hold (by lease_id) to ttl_secs from now; call it well within the lease on long work. 410 if the lease is gone.";
+    type Output = HeartbeatResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
+        write_or_wait::<Self>(cx, None, move |ctx| {
+            sql::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
+        })
+    }
+}
+
+impl Method for ReleaseResourceLockParams {
+    const NAME: &'static str = "ReleaseResourceLock";
+    const SUMMARY: &'static str = "Release a lease right after the change, saying honestly what happened (released, modified, created, deleted, moved with moved_to, abandoned); the next holder sees it as `previous`.";
+    type Output = ReleaseResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        let outcome = self.outcome.unwrap_or(Outcome::Released);
+        if outcome == Outcome::Moved && self.moved_to.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::Invalid(
+                "outcome `moved` needs `moved_to` naming where the resource went".into(),
+            ));
+        }
+        if outcome != Outcome::Moved && self.moved_to.is_some() {
+            return Err(Error::Invalid(
+                "`moved_to` goes with outcome `moved` only; drop it or say outcome moved".into(),
+            ));
+        }
+        let release = sql::ReleaseRequest {
+            lease_id: self.lease_id,
+            outcome,
+            moved_to: self.moved_to,
+            note: self.note,
+        };
+        write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::release(ctx, &key, release)
+        })
+    }
+}
+
+impl Method for ResourceLockStatusParams {
+    const NAME: &'static str = "ResourceLockStatus";
+    const SUMMARY: &'static str = "Is a resource free right now (an acquire would succeed), or who holds it or a conflicting key; shows the previous holder's outcome.";
+    type Output = StatusResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        write_or_wait::<Self>(cx, None, move |ctx| sql::status(ctx, &key))
+    }
+}
+
+impl Method for ListResourceLocksParams {
+    const NAME: &'static str = "ListResourceLocks";
+    const SUMMARY: &'static str =
+        "Live leases, optionally by key prefix or owner (lease ids are never shown).";
+    type Output = ListResourceLocksResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        write_or_wait::<Self>(cx, None, move |ctx| {
+            sql::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
+        })
+    }
+}
+
+impl Method for WaitResourceLockParams {
+    const NAME: &'static str = "WaitResourceLock";
+    const SUMMARY: &'static str = "Wait up to timeout_ms until a resource is free (without taking it); answers available with the previous outcome, or timeout with the holder. Use its own connection.";
+    type Output = WaitResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        if self.timeout_ms > MAX_WAIT_MS {
+            return Err(Error::Invalid(format!(
+                "timeout_ms must be at most {MAX_WAIT_MS}"
+            )));
+        }
+        cx.connection.mark_lock_user();
+        let connection = cx.connection.id;
+        write_or_wait::<Self>(cx, None, move |ctx| {
+            sql::wait(ctx, key, self.timeout_ms, connection)
+        })
+    }
+}

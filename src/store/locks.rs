@@ -1,0 +1,883 @@
+//! Resource locks, served on the writer. SQLite holds the leases (so they survive restarts
+//! and every change commits with its journal event); the writer's memory holds what only
+//! the running daemon needs: each lease's monotonic deadline, the FIFO waiter queues, the
+//! watchers of WaitResourceLock, and which connection holds which
+//! `release_on_disconnect` leases.
+//!
+//! Invariant: before any lock request is served, every lease whose deadline has passed is
+//! ended (`expire_due`), so no answer ever shows a dead holder as live.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::value::RawValue;
+
+use crate::clock::format_ms;
+use crate::error::{Error, Result};
+use crate::methods::locks::{
+    AcquireResult, HeartbeatResult, HeldBy, Lease, ListResourceLocksResult, LockEntry, Outcome,
+    Previous, ReleaseResult, StatusResult, WaitResult,
+};
+use crate::methods::reply;
+use crate::resource_key::ResourceKey;
+
+use super::journal::{self, NewEvent};
+use super::writer::{Reply, ReplyTx, WriteCtx};
+
+/// An acquisition, as the writer needs it.
+pub struct AcquireRequest {
+    pub key: ResourceKey,
+    pub owner: String,
+    pub provider: Option<String>,
+    pub ttl_ms: u64,
+    /// JSON text.
+    pub metadata: Option<String>,
+    pub release_on_disconnect: bool,
+    pub connection: u64,
+}
+
+pub struct ReleaseRequest {
+    pub lease_id: String,
+    pub outcome: Outcome,
+    pub moved_to: Option<String>,
+    pub note: Option<String>,
+}
+
+struct LiveLease {
+    lease_id: String,
+    deadline: Duration,
+    connection: Option<u64>,
+}
+
+struct Waiter {
+    id: u64,
+    request: AcquireRequest,
+    reply: ReplyTx,
+}
+
+struct Watcher {
+    id: u64,
+    key: ResourceKey,
+    started: Duration,
+    connection: u64,
+    reply: ReplyTx,
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    Lease { key: String, lease_id: String },
+    Waiter { key: String, id: u64 },
+    Watcher { key: String, id: u64 },
+}
+
+/// The writer's in-memory lock state.
+#[derive(Default)]
+pub struct LockState {
+    leases: HashMap<String, LiveLease>,
+    by_connection: HashMap<u64, HashSet<String>>,
+    waiters: HashMap<String, VecDeque<Waiter>>,
+    watchers: HashMap<String, Vec<Watcher>>,
+    deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
+    next_id: u64,
+}
+
+impl LockState {
+    /// The earliest deadline (lease expiry or end of a wait) still pending, if any.
+    pub fn next_deadline(&mut self) -> Option<Duration> {
+        while let Some(Reverse((at, due))) = self.deadlines.peek() {
+            if self.is_current(*at, due) {
+                return Some(*at);
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    fn is_current(&self, at: Duration, due: &Due) -> bool {
+        match due {
+            Due::Lease { key, lease_id } => self
+                .leases
+                .get(key)
+                .is_some_and(|l| &l.lease_id == lease_id && l.deadline == at),
+            Due::Waiter { key, id } => self
+                .waiters
+                .get(key)
+                .is_some_and(|q| q.iter().any(|w| w.id == *id)),
+            Due::Watcher { key, id } => self
+                .watchers
+                .get(key)
+                .is_some_and(|ws| ws.iter().any(|w| w.id == *id)),
+        }
+    }
+
+    fn track(&mut self, key: &str, lease_id: &str, deadline: Duration, connection: Option<u64>) {
+        self.leases.insert(
+            key.to_string(),
+            LiveLease {
+                lease_id: lease_id.to_string(),
+                deadline,
+                connection,
+            },
+        );
+        if let Some(c) = connection {
+            self.by_connection
+                .entry(c)
+                .or_default()
+                .insert(key.to_string());
+        }
+        self.deadlines.push(Reverse((
+            deadline,
+            Due::Lease {
+                key: key.to_string(),
+                lease_id: lease_id.to_string(),
+            },
+        )));
+    }
+
+    fn forget(&mut self, key: &str) {
+        if let Some(lease) = self.leases.remove(key) {
+            if let Some(c) = lease.connection {
+                if let Some(keys) = self.by_connection.get_mut(&c) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        self.by_connection.remove(&c);
+                    }
+                }
+            }
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn live(&self) -> usize {
+        self.leases.len()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.waiters.values().map(VecDeque::len).sum()
+    }
+
+    /// Drops stale heap entries (left by heartbeats) once they outnumber the live ones.
+    fn compact(&mut self) {
+        let live = self.leases.len()
+            + self.waiters.values().map(VecDeque::len).sum::<usize>()
+            + self.watchers.values().map(Vec::len).sum::<usize>();
+        if self.deadlines.len() > 2 * live + 1024 {
+            let entries = std::mem::take(&mut self.deadlines).into_vec();
+            self.deadlines = entries
+                .into_iter()
+                .filter(|Reverse((at, due))| self.is_current(*at, due))
+                .collect();
+        }
+    }
+
+    /// Rebuilds the lease map from the table, after a write failed and was rolled back.
+    /// Waiters and watchers are kept; the next release or expiry serves them.
+    pub fn reload(&mut self, conn: &Connection, now_ms: i64, mono_now: Duration) -> Result<()> {
+        let rows: Vec<(String, String, i64, Option<u64>)> = conn
+            .prepare("SELECT resource_key, lease_id, expires_at, holder_connection FROM locks")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        self.leases.clear();
+        self.by_connection.clear();
+        self.deadlines
+            .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
+        for (key, lease_id, expires_at, connection) in rows {
+            let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
+            self.track(&key, &lease_id, mono_now + remaining, connection);
+        }
+        Ok(())
+    }
+
+    /// Ends every pending wait with 503: the daemon is stopping.
+    pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
+        let stopping =
+            || Error::Unavailable("batond is shutting down; retry the wait once it is back".into());
+        let mut answers = Vec::new();
+        for (_, queue) in self.waiters.drain() {
+            answers.extend(queue.into_iter().map(|w| (w.reply, Err(stopping()))));
+        }
+        for (_, watchers) in self.watchers.drain() {
+            answers.extend(watchers.into_iter().map(|w| (w.reply, Err(stopping()))));
+        }
+        answers
+    }
+}
+
+// ---- rows ----
+
+struct LockRow {
+    resource_key: String,
+    lease_id: String,
+    owner: String,
+    provider: Option<String>,
+    fencing_token: u64,
+    acquired_at: i64,
+    expires_at: i64,
+    metadata: Option<String>,
+}
+
+const LOCK_COLUMNS: &str =
+    "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata";
+
+fn lock_row(r: &Row<'_>) -> rusqlite::Result<LockRow> {
+    Ok(LockRow {
+        resource_key: r.get(0)?,
+        lease_id: r.get(1)?,
+        owner: r.get(2)?,
+        provider: r.get(3)?,
+        fencing_token: r.get(4)?,
+        acquired_at: r.get(5)?,
+        expires_at: r.get(6)?,
+        metadata: r.get(7)?,
+    })
+}
+
+fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
+    Ok(match text {
+        Some(t) => Some(RawValue::from_string(t.clone())?),
+        None => None,
+    })
+}
+
+impl LockRow {
+    fn held_by(&self, now_ms: i64) -> Result<HeldBy> {
+        Ok(HeldBy {
+            owner: self.owner.clone(),
+            provider: self.provider.clone(),
+            fencing_token: self.fencing_token,
+            acquired_at: format_ms(self.acquired_at),
+            expires_at: format_ms(self.expires_at),
+            remaining_ms: (self.expires_at - now_ms).max(0) as u64,
+            metadata: metadata_json(&self.metadata)?,
+        })
+    }
+
+    fn lease(&self, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
+        Ok(Lease {
+            resource_key: self.resource_key.clone(),
+            lease_id: self.lease_id.clone(),
+            owner: self.owner.clone(),
+            provider: self.provider.clone(),
+            fencing_token: self.fencing_token,
+            acquired_at: format_ms(self.acquired_at),
+            expires_at: format_ms(self.expires_at),
+            remaining_ms: (self.expires_at - now_ms).max(0) as u64,
+            metadata: metadata_json(&self.metadata)?,
+            previous,
+        })
+    }
+}
+
+fn held(conn: &Connection, key: &str) -> Result<Option<LockRow>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {LOCK_COLUMNS} FROM locks WHERE resource_key = ?1"
+        ))?
+        .query_row([key], lock_row)
+        .optional()?)
+}
+
+/// A held lease that conflicts with `key`: the key itself, a lease on the same path, an
+/// enclosing `dir:`, or (for a `dir:`) anything inside it. Point and range lookups on the
+/// path index: the cost grows with the path's depth, not with the number of locks.
+fn conflicting(conn: &Connection, key: &ResourceKey) -> Result<Option<LockRow>> {
+    if let Some(row) = held(conn, &key.key)? {
+        return Ok(Some(row));
+    }
+    let Some(path) = key.path.as_deref() else {
+        return Ok(None);
+    };
+    let mut same_path = conn.prepare_cached(&format!(
+        "SELECT {LOCK_COLUMNS} FROM locks WHERE path = ?1 LIMIT 1"
+    ))?;
+    if let Some(row) = same_path.query_row([path], lock_row).optional()? {
+        return Ok(Some(row));
+    }
+    let mut dir_at = conn.prepare_cached(&format!(
+        "SELECT {LOCK_COLUMNS} FROM locks WHERE path = ?1 AND kind = 'dir' LIMIT 1"
+    ))?;
+    for ancestor in key.ancestors() {
+        if let Some(row) = dir_at.query_row([ancestor], lock_row).optional()? {
+            return Ok(Some(row));
+        }
+    }
+    if key.is_dir() {
+        // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
+        let mut inside = conn.prepare_cached(&format!(
+            "SELECT {LOCK_COLUMNS} FROM locks WHERE path > ?1 AND path < ?2 AND path IS NOT NULL LIMIT 1"
+        ))?;
+        if let Some(row) = inside
+            .query_row(params![format!("{path}/"), format!("{path}0")], lock_row)
+            .optional()?
+        {
+            return Ok(Some(row));
+        }
+    }
+    Ok(None)
+}
+
+fn previous(conn: &Connection, key: &str) -> Result<Option<Previous>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
+        )?
+        .query_row([key], |r| {
+            Ok(Previous {
+                outcome: r.get(0)?,
+                owner: r.get(1)?,
+                at: format_ms(r.get(2)?),
+                moved_to: r.get(3)?,
+                note: r.get(4)?,
+            })
+        })
+        .optional()?)
+}
+
+fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, lease_id: &str, why: &str) -> Result<Error> {
+    let mut data = serde_json::Map::new();
+    data.insert("resource_key".into(), key.into());
+    data.insert("lease_id".into(), lease_id.into());
+    let holder = held(ctx.conn, key)?;
+    let next = match &holder {
+        Some(row) => {
+            data.insert(
+                "held_by".into(),
+                serde_json::to_value(row.held_by(ctx.now_ms)?)?,
+            );
+            format!(
+                "it is now held by {}; acquire it again when it is free",
+                row.owner
+            )
+        }
+        None => "acquire it again with AcquireResourceLock".to_string(),
+    };
+    Ok(Error::LeaseInvalid {
+        message: format!("lease {lease_id} on {key} is {why}; {next}"),
+        data,
+    })
+}
+
+/// Ends the lease on `key`: deletes it, records the outcome and appends the journal event.
+fn end_lease(
+    ctx: &mut WriteCtx<'_>,
+    row: &LockRow,
+    outcome: &str,
+    moved_to: Option<&str>,
+    note: Option<&str>,
+) -> Result<()> {
+    ctx.conn
+        .prepare_cached("DELETE FROM locks WHERE resource_key = ?1")?
+        .execute([&row.resource_key])?;
+    ctx.conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![row.resource_key, outcome, row.owner, ctx.now_ms, moved_to, note])?;
+    let kind = if outcome == "expired" {
+        "lock.expired"
+    } else {
+        "lock.released"
+    };
+    let data = serde_json::json!({
+        "outcome": outcome, "lease_id": row.lease_id, "fencing_token": row.fencing_token,
+        "moved_to": moved_to, "note": note,
+    })
+    .to_string();
+    let seq = ctx.next_revision();
+    journal::append(
+        ctx,
+        seq,
+        &NewEvent {
+            kind,
+            actor: Some(&row.owner),
+            resource_key: Some(&row.resource_key),
+            data: &data,
+            ..NewEvent::default()
+        },
+    )?;
+    ctx.locks.forget(&row.resource_key);
+    Ok(())
+}
+
+/// Ends every lease whose deadline has passed and every wait that has run out.
+pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let mut ended = false;
+    while let Some(at) = ctx.locks.next_deadline() {
+        if at > ctx.mono_now {
+            break;
+        }
+        let Some(Reverse((_, due))) = ctx.locks.deadlines.pop() else {
+            break;
+        };
+        match due {
+            Due::Lease { key, lease_id } => match held(ctx.conn, &key)? {
+                Some(row) if row.lease_id == lease_id => {
+                    end_lease(ctx, &row, "expired", None, None)?;
+                    ended = true;
+                }
+                _ => ctx.locks.forget(&key),
+            },
+            Due::Waiter { key, id } => {
+                let waiter = ctx.locks.waiters.get_mut(&key).and_then(|q| {
+                    let at = q.iter().position(|w| w.id == id)?;
+                    q.remove(at)
+                });
+                if let Some(waiter) = waiter {
+                    let answer = match conflicting(ctx.conn, &waiter.request.key)? {
+                        Some(row) => busy(&waiter.request.key, &row, ctx.now_ms),
+                        // Freed in this same instant: the waiter gets it.
+                        None => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
+                    };
+                    ctx.deferred.push((waiter.reply, answer));
+                }
+            }
+            Due::Watcher { key, id } => {
+                let watcher = ctx.locks.watchers.get_mut(&key).and_then(|ws| {
+                    let at = ws.iter().position(|w| w.id == id)?;
+                    Some(ws.remove(at))
+                });
+                if let Some(w) = watcher {
+                    let answer = match conflicting(ctx.conn, &w.key)? {
+                        Some(row) => reply(&WaitResult::Timeout {
+                            resource_key: w.key.key.clone(),
+                            held_by: row.held_by(ctx.now_ms)?,
+                            waited_ms: waited_ms(ctx, w.started),
+                        }),
+                        None => wait_available(ctx, &w),
+                    };
+                    ctx.deferred.push((w.reply, answer));
+                }
+            }
+        }
+    }
+    if ended {
+        serve_waiters(ctx)?;
+    }
+    ctx.locks.compact();
+    Ok(())
+}
+
+fn waited_ms(ctx: &WriteCtx<'_>, started: Duration) -> u64 {
+    ctx.mono_now.saturating_sub(started).as_millis() as u64
+}
+
+fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
+    reply(&WaitResult::Available {
+        resource_key: w.key.key.clone(),
+        waited_ms: waited_ms(ctx, w.started),
+        previous: previous(ctx.conn, &w.key.key)?,
+    })
+}
+
+fn busy(key: &ResourceKey, row: &LockRow, now_ms: i64) -> Result<Reply> {
+    reply(&AcquireResult::Busy {
+        resource_key: key.key.clone(),
+        held_by: row.held_by(now_ms)?,
+        conflicting_key: row.resource_key.clone(),
+    })
+}
+
+/// Grants the lock: a new lease with the next fencing token.
+fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResult> {
+    let fencing_token: u64 = ctx
+        .conn
+        .prepare_cached(
+            "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
+        )?
+        .query_row([], |r| r.get(0))?;
+    let lease_id = uuid::Uuid::new_v4().to_string();
+    let expires_at = ctx.now_ms + request.ttl_ms as i64;
+    ctx.conn
+        .prepare_cached(
+            "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
+                                acquired_at, expires_at, metadata, holder_connection)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?
+        .execute(params![
+            request.key.key,
+            request.key.kind,
+            request.key.path,
+            lease_id,
+            request.owner,
+            request.provider,
+            fencing_token,
+            ctx.now_ms,
+            expires_at,
+            request.metadata,
+            request.release_on_disconnect.then_some(request.connection)
+        ])?;
+    let data = serde_json::json!({"lease_id": lease_id, "fencing_token": fencing_token, "expires_at": format_ms(expires_at)})
+        .to_string();
+    let seq = ctx.next_revision();
+    journal::append(
+        ctx,
+        seq,
+        &NewEvent {
+            kind: "lock.acquired",
+            actor: Some(&request.owner),
+            resource_key: Some(&request.key.key),
+            data: &data,
+            ..NewEvent::default()
+        },
+    )?;
+    let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
+    let connection = request.release_on_disconnect.then_some(request.connection);
+    ctx.locks
+        .track(&request.key.key, &lease_id, deadline, connection);
+    let row = LockRow {
+        resource_key: request.key.key.clone(),
+        lease_id,
+        owner: request.owner.clone(),
+        provider: request.provider.clone(),
+        fencing_token,
+        acquired_at: ctx.now_ms,
+        expires_at,
+        metadata: request.metadata.clone(),
+    };
+    Ok(AcquireResult::Acquired(row.lease(
+        ctx.now_ms,
+        previous(ctx.conn, &request.key.key)?,
+    )?))
+}
+
+/// Acquires now, or answers busy, or (with `wait_ms`) queues the caller first come first served.
+pub fn acquire(
+    ctx: &mut WriteCtx<'_>,
+    request: AcquireRequest,
+    wait_ms: u64,
+) -> Result<Option<AcquireResult>> {
+    if let Some(row) = held(ctx.conn, &request.key.key)? {
+        if row.owner == request.owner {
+            let previous = previous(ctx.conn, &row.resource_key)?;
+            return Ok(Some(AcquireResult::AlreadyHeld(
+                row.lease(ctx.now_ms, previous)?,
+            )));
+        }
+    }
+    // Waiters queued before this caller go first: serve them before judging this request.
+    if ctx.locks.waiters.contains_key(&request.key.key) {
+        serve_waiters(ctx)?;
+    }
+    let Some(row) = conflicting(ctx.conn, &request.key)? else {
+        return grant(ctx, &request).map(Some);
+    };
+    if wait_ms == 0 {
+        return Ok(Some(AcquireResult::Busy {
+            resource_key: request.key.key.clone(),
+            held_by: row.held_by(ctx.now_ms)?,
+            conflicting_key: row.resource_key.clone(),
+        }));
+    }
+    let Some(reply) = ctx.take_reply() else {
+        return Err(Error::Internal(
+            "a waiting acquire had no reply channel".into(),
+        ));
+    };
+    let id = ctx.locks.next_id();
+    let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
+    let key = request.key.key.clone();
+    ctx.locks.deadlines.push(Reverse((
+        deadline,
+        Due::Waiter {
+            key: key.clone(),
+            id,
+        },
+    )));
+    ctx.locks
+        .waiters
+        .entry(key)
+        .or_default()
+        .push_back(Waiter { id, request, reply });
+    Ok(None)
+}
+
+/// Hands free keys to their first live waiters, and tells watchers of free keys.
+fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let keys: Vec<String> = ctx.locks.waiters.keys().cloned().collect();
+    for key in keys {
+        while let Some(queue) = ctx.locks.waiters.get_mut(&key) {
+            while queue.front().is_some_and(|w| w.reply.is_closed()) {
+                queue.pop_front();
+            }
+            let Some(front) = queue.front() else {
+                ctx.locks.waiters.remove(&key);
+                break;
+            };
+            if conflicting(ctx.conn, &front.request.key)?.is_some() {
+                break;
+            }
+            let waiter = ctx
+                .locks
+                .waiters
+                .get_mut(&key)
+                .and_then(VecDeque::pop_front)
+                .expect("front exists");
+            let answer = grant(ctx, &waiter.request).and_then(|r| reply(&r));
+            ctx.deferred.push((waiter.reply, answer));
+        }
+    }
+    let keys: Vec<String> = ctx.locks.watchers.keys().cloned().collect();
+    for key in keys {
+        let Some(watchers) = ctx.locks.watchers.remove(&key) else {
+            continue;
+        };
+        let mut still = Vec::new();
+        for w in watchers {
+            if w.reply.is_closed() {
+                continue;
+            }
+            if conflicting(ctx.conn, &w.key)?.is_some() {
+                still.push(w);
+            } else {
+                let answer = wait_available(ctx, &w);
+                ctx.deferred.push((w.reply, answer));
+            }
+        }
+        if !still.is_empty() {
+            ctx.locks.watchers.insert(key, still);
+        }
+    }
+    Ok(())
+}
+
+fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Result<LockRow> {
+    match held(ctx.conn, &key.key)? {
+        Some(row) if row.lease_id == lease_id => Ok(row),
+        Some(_) => Err(lease_invalid(
+            ctx,
+            &key.key,
+            lease_id,
+            "not the current lease",
+        )?),
+        None => {
+            let why = match previous(ctx.conn, &key.key)? {
+                Some(p) if p.outcome == "expired" => "expired",
+                Some(_) => "released",
+                None => "unknown",
+            };
+            Err(lease_invalid(ctx, &key.key, lease_id, why)?)
+        }
+    }
+}
+
+pub fn heartbeat(
+    ctx: &mut WriteCtx<'_>,
+    key: &ResourceKey,
+    lease_id: &str,
+    ttl_ms: u64,
+) -> Result<Option<HeartbeatResult>> {
+    let row = own_lease(ctx, key, lease_id)?;
+    let expires_at = ctx.now_ms + ttl_ms as i64;
+    ctx.conn
+        .prepare_cached("UPDATE locks SET expires_at = ?2 WHERE resource_key = ?1")?
+        .execute(params![key.key, expires_at])?;
+    let connection = ctx.locks.leases.get(&key.key).and_then(|l| l.connection);
+    ctx.locks.forget(&key.key);
+    ctx.locks.track(
+        &key.key,
+        &row.lease_id,
+        ctx.mono_now + Duration::from_millis(ttl_ms),
+        connection,
+    );
+    Ok(Some(HeartbeatResult {
+        resource_key: key.key.clone(),
+        expires_at: format_ms(expires_at),
+        remaining_ms: ttl_ms,
+    }))
+}
+
+pub fn release(
+    ctx: &mut WriteCtx<'_>,
+    key: &ResourceKey,
+    request: ReleaseRequest,
+) -> Result<Option<ReleaseResult>> {
+    let row = own_lease(ctx, key, &request.lease_id)?;
+    end_lease(
+        ctx,
+        &row,
+        request.outcome.as_str(),
+        request.moved_to.as_deref(),
+        request.note.as_deref(),
+    )?;
+    serve_waiters(ctx)?;
+    Ok(Some(ReleaseResult {
+        status: "released",
+        resource_key: key.key.clone(),
+        outcome: request.outcome,
+    }))
+}
+
+pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<Option<StatusResult>> {
+    Ok(Some(match conflicting(ctx.conn, key)? {
+        Some(row) => StatusResult::Held {
+            resource_key: key.key.clone(),
+            held_by: row.held_by(ctx.now_ms)?,
+            conflicting_key: row.resource_key,
+        },
+        None => StatusResult::Available {
+            resource_key: key.key.clone(),
+            previous: previous(ctx.conn, &key.key)?,
+        },
+    }))
+}
+
+pub fn list(
+    ctx: &mut WriteCtx<'_>,
+    prefix: Option<&str>,
+    owner: Option<&str>,
+) -> Result<Option<ListResourceLocksResult>> {
+    let prefix = prefix.unwrap_or("");
+    let mut stmt = ctx.conn.prepare_cached(&format!(
+        "SELECT {LOCK_COLUMNS} FROM locks WHERE resource_key >= ?1 AND substr(resource_key, 1, length(?1)) = ?1
+           AND (?2 IS NULL OR owner = ?2) ORDER BY resource_key"
+    ))?;
+    let rows = stmt
+        .query_map(params![prefix, owner], lock_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let locks = rows
+        .iter()
+        .map(|row| {
+            Ok(LockEntry {
+                resource_key: row.resource_key.clone(),
+                held_by: row.held_by(ctx.now_ms)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(ListResourceLocksResult { locks }))
+}
+
+pub fn wait(
+    ctx: &mut WriteCtx<'_>,
+    key: ResourceKey,
+    timeout_ms: u64,
+    connection: u64,
+) -> Result<Option<WaitResult>> {
+    let holder = conflicting(ctx.conn, &key)?;
+    let Some(row) = holder else {
+        return Ok(Some(WaitResult::Available {
+            previous: previous(ctx.conn, &key.key)?,
+            resource_key: key.key,
+            waited_ms: 0,
+        }));
+    };
+    if timeout_ms == 0 {
+        return Ok(Some(WaitResult::Timeout {
+            resource_key: key.key,
+            held_by: row.held_by(ctx.now_ms)?,
+            waited_ms: 0,
+        }));
+    }
+    let Some(reply) = ctx.take_reply() else {
+        return Err(Error::Internal("a wait had no reply channel".into()));
+    };
+    let id = ctx.locks.next_id();
+    let deadline = ctx.mono_now + Duration::from_millis(timeout_ms);
+    ctx.locks.deadlines.push(Reverse((
+        deadline,
+        Due::Watcher {
+            key: key.key.clone(),
+            id,
+        },
+    )));
+    let watcher = Watcher {
+        id,
+        started: ctx.mono_now,
+        connection,
+        reply,
+        key,
+    };
+    ctx.locks
+        .watchers
+        .entry(watcher.key.key.clone())
+        .or_default()
+        .push(watcher);
+    Ok(None)
+}
+
+/// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
+pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
+    for queue in ctx.locks.waiters.values_mut() {
+        queue.retain(|w| w.request.connection != connection);
+    }
+    for watchers in ctx.locks.watchers.values_mut() {
+        watchers.retain(|w| w.connection != connection);
+    }
+    let keys: Vec<String> = ctx
+        .locks
+        .by_connection
+        .remove(&connection)
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut ended = false;
+    for key in keys {
+        if let Some(row) = held(ctx.conn, &key)? {
+            end_lease(
+                ctx,
+                &row,
+                "abandoned",
+                None,
+                Some("the holder's connection closed"),
+            )?;
+            ended = true;
+        }
+    }
+    if ended {
+        serve_waiters(ctx)?;
+    }
+    Ok(())
+}
+
+/// At start-up: leases that expired while the daemon was down, or that were tied to a
+/// connection (all connections died with the old process), end; the rest are tracked with
+/// monotonic deadlines for their remaining time.
+pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let rows: Vec<(LockRow, bool)> = {
+        let mut stmt = ctx.conn.prepare(&format!(
+            "SELECT {LOCK_COLUMNS}, holder_connection IS NOT NULL FROM locks ORDER BY resource_key"
+        ))?;
+        let rows = stmt.query_map([], |r| Ok((lock_row(r)?, r.get::<_, bool>(8)?)))?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (row, release_on_disconnect) in rows {
+        if row.expires_at <= ctx.now_ms {
+            end_lease(
+                ctx,
+                &row,
+                "expired",
+                None,
+                Some("expired while batond was stopped"),
+            )?;
+        } else if release_on_disconnect {
+            end_lease(
+                ctx,
+                &row,
+                "abandoned",
+                None,
+                Some("batond restarted; the holder's connection is gone"),
+            )?;
+        } else {
+            let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
+            ctx.locks.track(
+                &row.resource_key,
+                &row.lease_id,
+                ctx.mono_now + remaining,
+                None,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Ends every pending wait with 503 (the daemon is stopping).
+pub fn end_waits(ctx: &mut WriteCtx<'_>) {
+    let answers = ctx.locks.cancel_waits();
+    ctx.deferred.extend(answers);
+}
