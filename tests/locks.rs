@@ -1,0 +1,765 @@
+//! Resource locks against a real daemon: leases, canonical keys, dir/file conflicts,
+//! fencing, fair waiting, expiry, release on disconnect, and their journal events.
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{assert_error, u64s, Client, Daemon};
+use serde_json::{json, Value};
+
+fn acquire(client: &mut Client, key: &str, owner: &str) -> Value {
+    client.result(
+        "AcquireResourceLock",
+        json!({"resource_key": key, "owner": owner}),
+    )
+}
+
+fn acquired(client: &mut Client, key: &str, owner: &str) -> Value {
+    let lease = acquire(client, key, owner);
+    assert_eq!(lease["status"], "acquired", "{lease}");
+    lease
+}
+
+fn release(client: &mut Client, lease: &Value, outcome: &str) -> Value {
+    client.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": lease["resource_key"], "lease_id": lease["lease_id"], "outcome": outcome}),
+    )
+}
+
+/// Sends an acquire that waits, without reading the answer.
+fn send_waiting_acquire(client: &mut Client, key: &str, owner: &str, wait_ms: u64, extra: Value) {
+    let mut params = json!({"resource_key": key, "owner": owner, "wait_ms": wait_ms});
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    client.send_line(
+        &json!({"id": owner, "method": "AcquireResourceLock", "params": params}).to_string(),
+    );
+}
+
+/// Blocks until the daemon reports `n` queued waiters (observed, not guessed).
+fn until_waiting(client: &mut Client, n: u64) {
+    loop {
+        let metrics = client.result("Metrics", json!({}));
+        if metrics["locks"]["waiting"] == json!(n) {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn events(client: &mut Client, types: &[&str]) -> Vec<Value> {
+    let result = client.result("ReadEvents", json!({"since_seq": 0, "types": types}));
+    result["events"].as_array().unwrap().clone()
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+#[test]
+fn acquire_returns_a_lease_and_others_see_busy_with_the_holder() {
+    let daemon = Daemon::start();
+    let mut a = daemon.client();
+    let mut b = daemon.client();
+    let lease = a.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:./src//lib.rs", "owner": "alice", "provider": "claude",
+               "ttl_secs": 60, "metadata": {"why": "refactor"}}),
+    );
+    assert_eq!(lease["status"], "acquired");
+    assert_eq!(lease["resource_key"], "file:src/lib.rs");
+    assert_eq!(lease["owner"], "alice");
+    assert_eq!(lease["provider"], "claude");
+    assert_eq!(lease["metadata"], json!({"why": "refactor"}));
+    assert!(lease["lease_id"].as_str().is_some_and(|s| s.len() == 36));
+    assert!(lease["fencing_token"].as_u64().unwrap() >= 1);
+    let remaining = lease["remaining_ms"].as_u64().unwrap();
+    assert!(remaining > 0 && remaining <= 60_000, "{lease}");
+    assert!(
+        lease.get("previous").is_none(),
+        "first holder has no previous"
+    );
+
+    let busy = acquire(&mut b, "file:src\\lib.rs", "bob");
+    assert_eq!(busy["status"], "busy");
+    assert_eq!(busy["resource_key"], "file:src/lib.rs");
+    assert_eq!(busy["conflicting_key"], "file:src/lib.rs");
+    assert_eq!(busy["held_by"]["owner"], "alice");
+    assert_eq!(busy["held_by"]["provider"], "claude");
+    assert_eq!(busy["held_by"]["metadata"], json!({"why": "refactor"}));
+    assert!(
+        busy["held_by"].get("lease_id").is_none(),
+        "the lease id is the holder's secret"
+    );
+
+    // The same owner asking again gets the same lease and token.
+    let again = acquire(&mut b, "file:src/lib.rs", "alice");
+    assert_eq!(again["status"], "already_held");
+    assert_eq!(again["lease_id"], lease["lease_id"]);
+    assert_eq!(again["fencing_token"], lease["fencing_token"]);
+
+    let status = b.result(
+        "ResourceLockStatus",
+        json!({"resource_key": "file:src/lib.rs"}),
+    );
+    assert_eq!(status["status"], "held");
+    assert_eq!(status["held_by"]["owner"], "alice");
+}
+
+#[test]
+fn racing_clients_exactly_one_wins() {
+    let daemon = Daemon::start();
+    for round in 0..5 {
+        let key = format!("tool:deploy-{round}");
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let racers: Vec<_> = (0..8)
+            .map(|i| {
+                let mut client = daemon.client();
+                let barrier = barrier.clone();
+                let key = key.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    acquire(&mut client, &key, &format!("agent-{i}"))["status"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+            })
+            .collect();
+        let statuses: Vec<String> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(
+            statuses.iter().filter(|s| *s == "acquired").count(),
+            1,
+            "{statuses:?}"
+        );
+        assert_eq!(statuses.iter().filter(|s| *s == "busy").count(), 7);
+    }
+}
+
+#[test]
+fn fencing_tokens_strictly_increase_and_survive_restarts() {
+    let mut daemon = Daemon::start();
+    let mut tokens = Vec::new();
+    {
+        let mut c = daemon.client();
+        for i in 0..3 {
+            let lease = acquired(&mut c, "file:a.txt", &format!("o{i}"));
+            tokens.push(lease["fencing_token"].as_u64().unwrap());
+            release(&mut c, &lease, "modified");
+        }
+        tokens.push(
+            acquired(&mut c, "tool:x", "o")["fencing_token"]
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    daemon.sigterm();
+    daemon.restart();
+    {
+        let mut c = daemon.client();
+        tokens.push(
+            acquired(&mut c, "file:b.txt", "o")["fencing_token"]
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    daemon.kill9();
+    daemon.restart();
+    let mut c = daemon.client();
+    tokens.push(
+        acquired(&mut c, "file:c.txt", "o")["fencing_token"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    // A lease without release_on_disconnect survives the restart with its holder.
+    let status = c.result("ResourceLockStatus", json!({"resource_key": "tool:x"}));
+    assert_eq!(status["status"], "held", "{status}");
+}
+
+#[test]
+fn dir_and_file_locks_see_each_other_but_siblings_do_not() {
+    let daemon = Daemon::start();
+    let mut a = daemon.client();
+    let mut b = daemon.client();
+
+    let dir = acquired(&mut a, "dir:src/", "alice");
+    assert_eq!(dir["resource_key"], "dir:src");
+    for inside in [
+        "file:src/a.rs",
+        "dir:src/sub",
+        "file:src/deep/er/x.rs",
+        "file:src",
+    ] {
+        let busy = acquire(&mut b, inside, "bob");
+        assert_eq!(busy["status"], "busy", "{inside}: {busy}");
+        assert_eq!(busy["conflicting_key"], "dir:src", "{inside}");
+        assert_eq!(busy["held_by"]["owner"], "alice");
+    }
+    for outside in [
+        "file:srcx/a.rs",
+        "dir:sr",
+        "file:src.rs",
+        "dir:lib",
+        "tool:src",
+    ] {
+        acquired(&mut b, outside, "bob");
+    }
+    release(&mut a, &dir, "released");
+
+    let file = acquired(&mut a, "file:src/a.rs", "alice");
+    let sibling = acquired(&mut b, "file:src/b.rs", "bob");
+    let busy = acquire(&mut b, "dir:src", "carol");
+    assert_eq!(busy["status"], "busy", "{busy}");
+    assert!(
+        busy["conflicting_key"] == "file:src/a.rs" || busy["conflicting_key"] == "file:src/b.rs",
+        "{busy}"
+    );
+    release(&mut b, &sibling, "released");
+    let busy = acquire(&mut b, "dir:src", "carol");
+    assert_eq!(busy["conflicting_key"], "file:src/a.rs");
+    let status = b.result("ResourceLockStatus", json!({"resource_key": "dir:src"}));
+    assert_eq!(status["status"], "held");
+    assert_eq!(status["conflicting_key"], "file:src/a.rs");
+    release(&mut a, &file, "modified");
+    acquired(&mut b, "dir:src", "carol");
+}
+
+#[test]
+fn keys_are_canonical_and_bad_paths_are_refused() {
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path().to_str().unwrap().to_string();
+    let daemon = Daemon::start_with(&["--workspace", &ws]);
+    let mut c = daemon.client();
+    let lease = acquired(&mut c, "file:./src//lib.rs", "alice");
+    for spelling in [
+        "file:src/lib.rs".to_string(),
+        "file:src\\lib.rs".to_string(),
+        "file:./src/./lib.rs".to_string(),
+        format!("file:{ws}/src/lib.rs"),
+    ] {
+        let again = acquire(&mut c, &spelling, "alice");
+        assert_eq!(again["status"], "already_held", "{spelling}: {again}");
+        assert_eq!(again["resource_key"], "file:src/lib.rs");
+    }
+    for bad in [
+        "file:../etc/passwd",
+        "dir:src/../..",
+        "file:/etc/passwd",
+        "nokind",
+        ":x",
+        "file:",
+        "file:./",
+    ] {
+        let err = c.error(
+            "AcquireResourceLock",
+            json!({"resource_key": bad, "owner": "alice"}),
+        );
+        assert_error(&err, 400, "invalid");
+    }
+    let err = c.error(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:x", "owner": ""}),
+    );
+    assert_error(&err, 400, "invalid");
+    let err = c.error(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:x", "owner": "a", "ttl_secs": 0}),
+    );
+    assert_error(&err, 400, "invalid");
+    // Nothing refused was stored.
+    let list = c.result("ListResourceLocks", json!({}));
+    assert_eq!(list["locks"].as_array().unwrap().len(), 1, "{list}");
+    release(&mut c, &lease, "released");
+}
+
+#[test]
+fn only_the_lease_id_is_a_credential() {
+    let daemon = Daemon::start();
+    let mut a = daemon.client();
+    let mut b = daemon.client();
+    let lease = acquired(&mut a, "file:doc.md", "alice");
+
+    // Knowing the owner's name is not enough.
+    for (method, extra) in [
+        ("ReleaseResourceLock", json!({})),
+        ("HeartbeatResourceLock", json!({"ttl_secs": 30})),
+    ] {
+        let mut params = json!({"resource_key": "file:doc.md", "lease_id": "not-alices-lease"});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let err = b.error(method, params);
+        let data = assert_error(&err, 410, "lease_invalid");
+        assert_eq!(data["held_by"]["owner"], "alice", "{err}");
+        assert_eq!(data["resource_key"], "file:doc.md");
+    }
+    assert_eq!(
+        b.result("ResourceLockStatus", json!({"resource_key": "file:doc.md"}))["status"],
+        "held"
+    );
+
+    let beat = a.result(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "file:doc.md", "lease_id": lease["lease_id"], "ttl_secs": 120}),
+    );
+    assert!(beat["remaining_ms"].as_u64().unwrap() > 60_000, "{beat}");
+    assert!(beat["expires_at"].is_string());
+
+    let released = release(&mut a, &lease, "modified");
+    assert_eq!(
+        released,
+        json!({"status": "released", "resource_key": "file:doc.md", "outcome": "modified"})
+    );
+
+    // A released lease is dead for heartbeat and release; nobody holds the key now.
+    let err = a.error(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "file:doc.md", "lease_id": lease["lease_id"]}),
+    );
+    let data = assert_error(&err, 410, "lease_invalid");
+    assert!(data.get("held_by").is_none(), "{err}");
+    let err = a.error(
+        "ReleaseResourceLock",
+        json!({"resource_key": "file:doc.md", "lease_id": lease["lease_id"]}),
+    );
+    assert_error(&err, 410, "lease_invalid");
+
+    // A stale lease after someone else took the key names the new holder.
+    acquired(&mut b, "file:doc.md", "bob");
+    let err = a.error(
+        "ReleaseResourceLock",
+        json!({"resource_key": "file:doc.md", "lease_id": lease["lease_id"]}),
+    );
+    let data = assert_error(&err, 410, "lease_invalid");
+    assert_eq!(data["held_by"]["owner"], "bob");
+}
+
+#[test]
+fn outcomes_are_shown_to_the_next_holder_and_moved_needs_moved_to() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let lease = acquired(&mut c, "file:old.rs", "alice");
+    let err = c.error(
+        "ReleaseResourceLock",
+        json!({"resource_key": "file:old.rs", "lease_id": lease["lease_id"], "outcome": "moved"}),
+    );
+    assert_error(&err, 400, "invalid");
+    let err = c.error(
+        "ReleaseResourceLock",
+        json!({"resource_key": "file:old.rs", "lease_id": lease["lease_id"], "outcome": "exploded"}),
+    );
+    assert_error(&err, -32602, "invalid_params");
+    // Still held after the refusals.
+    assert_eq!(
+        c.result("ResourceLockStatus", json!({"resource_key": "file:old.rs"}))["status"],
+        "held"
+    );
+    let released = c.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "file:old.rs", "lease_id": lease["lease_id"], "outcome": "moved",
+               "moved_to": "file:new.rs", "note": "renamed"}),
+    );
+    assert_eq!(released["outcome"], "moved");
+
+    let status = c.result("ResourceLockStatus", json!({"resource_key": "file:old.rs"}));
+    assert_eq!(status["status"], "available");
+    assert_eq!(status["previous"]["outcome"], "moved");
+    assert_eq!(status["previous"]["owner"], "alice");
+    assert_eq!(status["previous"]["moved_to"], "file:new.rs");
+    assert!(status["previous"]["at"].is_string());
+
+    let next = acquired(&mut c, "file:old.rs", "bob");
+    assert_eq!(next["previous"]["outcome"], "moved");
+    assert_eq!(next["previous"]["moved_to"], "file:new.rs");
+    release(&mut c, &next, "deleted");
+    let next = acquired(&mut c, "file:old.rs", "carol");
+    assert_eq!(next["previous"]["outcome"], "deleted");
+    assert_eq!(next["previous"]["owner"], "bob");
+}
+
+#[test]
+fn ten_waiters_are_served_in_arrival_order() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut observer = daemon.client();
+    let first = acquired(&mut holder, "file:shared.txt", "holder");
+    let mut waiters: Vec<Client> = Vec::new();
+    for i in 0..10u64 {
+        let mut w = daemon.client();
+        send_waiting_acquire(
+            &mut w,
+            "file:shared.txt",
+            &format!("w{i}"),
+            60_000,
+            json!({}),
+        );
+        until_waiting(&mut observer, i + 1);
+        waiters.push(w);
+    }
+    let mut lease = first;
+    let mut tokens = vec![lease["fencing_token"].as_u64().unwrap()];
+    let mut releaser = holder;
+    for (i, mut w) in waiters.into_iter().enumerate() {
+        release(&mut releaser, &lease, "modified");
+        let answer = w.read_line();
+        assert_eq!(answer["id"], json!(format!("w{i}")));
+        lease = answer["result"].clone();
+        assert_eq!(lease["status"], "acquired", "{answer}");
+        assert_eq!(lease["owner"], json!(format!("w{i}")));
+        assert_eq!(lease["previous"]["outcome"], "modified");
+        tokens.push(lease["fencing_token"].as_u64().unwrap());
+        // Everyone behind is still queued: the lock went to one waiter only.
+        assert_eq!(
+            observer.result("Metrics", json!({}))["locks"]["waiting"],
+            json!(9 - i as u64)
+        );
+        releaser = w;
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+#[test]
+fn a_wait_that_runs_out_answers_busy_and_leaves_the_queue() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut w = daemon.client();
+    acquired(&mut holder, "tool:fmt", "holder");
+    let answer = w.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:fmt", "owner": "impatient", "wait_ms": 150}),
+    );
+    assert_eq!(answer["status"], "busy", "{answer}");
+    assert_eq!(answer["held_by"]["owner"], "holder");
+    assert_eq!(
+        holder.result("Metrics", json!({}))["locks"]["waiting"],
+        json!(0)
+    );
+    // The connection is still usable after the wait.
+    assert_eq!(w.result("Health", json!({}))["status"], "ok");
+}
+
+#[test]
+fn a_waiter_whose_connection_closes_leaves_the_queue() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut observer = daemon.client();
+    let lease = acquired(&mut holder, "file:x", "holder");
+    let mut gone = daemon.client();
+    send_waiting_acquire(&mut gone, "file:x", "gone", 60_000, json!({}));
+    until_waiting(&mut observer, 1);
+    let mut stays = daemon.client();
+    send_waiting_acquire(&mut stays, "file:x", "stays", 60_000, json!({}));
+    until_waiting(&mut observer, 2);
+    drop(gone);
+    until_waiting(&mut observer, 1);
+    release(&mut holder, &lease, "released");
+    let answer = stays.read_line();
+    assert_eq!(answer["result"]["status"], "acquired", "{answer}");
+    assert_eq!(answer["result"]["owner"], "stays");
+    let list = observer.result("ListResourceLocks", json!({}));
+    assert_eq!(list["locks"].as_array().unwrap().len(), 1);
+    assert_eq!(list["locks"][0]["owner"], "stays");
+}
+
+#[test]
+fn release_on_disconnect_frees_the_lock_at_once() {
+    let daemon = Daemon::start();
+    let mut observer = daemon.client();
+    let mut holder = daemon.client();
+    holder.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:a.rs", "owner": "crashy", "release_on_disconnect": true, "ttl_secs": 3600}),
+    );
+    acquired(&mut holder, "file:kept.rs", "crashy");
+    let mut waiter = daemon.client();
+    send_waiting_acquire(&mut waiter, "file:a.rs", "next", 60_000, json!({}));
+    until_waiting(&mut observer, 1);
+    drop(holder);
+    let answer = waiter.read_line();
+    assert_eq!(answer["result"]["status"], "acquired", "{answer}");
+    assert_eq!(answer["result"]["previous"]["outcome"], "abandoned");
+    assert_eq!(answer["result"]["previous"]["owner"], "crashy");
+    // Only the release_on_disconnect lease ended.
+    let kept = observer.result(
+        "ResourceLockStatus",
+        json!({"resource_key": "file:kept.rs"}),
+    );
+    assert_eq!(kept["status"], "held");
+    let released = events(&mut observer, &["lock.released"]);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0]["data"]["outcome"], "abandoned");
+    assert_eq!(released[0]["resource_key"], "file:a.rs");
+}
+
+#[test]
+fn a_holder_process_killed_frees_its_release_on_disconnect_lock() {
+    let daemon = Daemon::start();
+    let mut observer = daemon.client();
+    // A separate process holds the lock, then is killed with SIGKILL.
+    let script = format!(
+        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+         s.sendall(b'{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"file:k.rs\",\"owner\":\"proc\",\"release_on_disconnect\":true}}}}\\n')\n\
+         print(s.makefile().readline(), flush=True)\nsys.stdin.read()\n",
+        daemon.socket_path().to_str().unwrap()
+    );
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains("\"acquired\""), "{line}");
+    let mut waiter = daemon.client();
+    send_waiting_acquire(&mut waiter, "file:k.rs", "next", 60_000, json!({}));
+    until_waiting(&mut observer, 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let answer = waiter.read_line();
+    assert_eq!(answer["result"]["status"], "acquired", "{answer}");
+    assert_eq!(answer["result"]["previous"]["outcome"], "abandoned");
+}
+
+#[test]
+fn a_lease_expires_without_any_call_and_the_next_holder_sees_expired() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut watcher = daemon.client();
+    let lease = holder.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:slow.txt", "owner": "sleepy", "ttl_secs": 1}),
+    );
+    // Wait (without acquiring) until the key is free: only the sweeper can free it.
+    let waited = watcher.result(
+        "WaitResourceLock",
+        json!({"resource_key": "file:slow.txt", "timeout_ms": 30_000}),
+    );
+    assert_eq!(waited["status"], "available", "{waited}");
+    assert_eq!(waited["previous"]["outcome"], "expired");
+    assert_eq!(waited["previous"]["owner"], "sleepy");
+    assert!(waited["waited_ms"].as_u64().unwrap() > 0);
+
+    let expired = events(&mut watcher, &["lock.expired"]);
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0]["resource_key"], "file:slow.txt");
+    assert_eq!(expired[0]["actor"], "sleepy");
+
+    // The dead lease is refused; the next acquirer learns what happened.
+    let err = holder.error(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "file:slow.txt", "lease_id": lease["lease_id"]}),
+    );
+    let data = assert_error(&err, 410, "lease_invalid");
+    assert!(
+        err["message"].as_str().unwrap().contains("expired"),
+        "{err}"
+    );
+    assert!(data.get("held_by").is_none());
+    let next = acquired(&mut watcher, "file:slow.txt", "awake");
+    assert_eq!(next["previous"]["outcome"], "expired");
+}
+
+#[test]
+fn an_expiring_lease_hands_the_lock_to_its_waiter() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut waiter = daemon.client();
+    holder.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "dir:build", "owner": "sleepy", "ttl_secs": 1}),
+    );
+    let answer = waiter.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:build/out.o", "owner": "next", "wait_ms": 30_000}),
+    );
+    assert_eq!(answer["status"], "acquired", "{answer}");
+    // `previous` is per key: the expired lease was on dir:build.
+    assert!(answer.get("previous").is_none(), "{answer}");
+    let status = waiter.result("ResourceLockStatus", json!({"resource_key": "dir:build"}));
+    assert_eq!(status["status"], "held");
+    assert_eq!(status["conflicting_key"], "file:build/out.o");
+}
+
+#[test]
+fn a_heartbeat_keeps_a_short_lease_alive() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut watcher = daemon.client();
+    let lease = holder.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:long", "owner": "worker", "ttl_secs": 1}),
+    );
+    holder.result(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "tool:long", "lease_id": lease["lease_id"], "ttl_secs": 3600}),
+    );
+    // Past the first ttl, the key is still held.
+    let waited = watcher.result(
+        "WaitResourceLock",
+        json!({"resource_key": "tool:long", "timeout_ms": 1500}),
+    );
+    assert_eq!(waited["status"], "timeout", "{waited}");
+    assert_eq!(waited["held_by"]["owner"], "worker");
+    assert!(waited["waited_ms"].as_u64().unwrap() >= 1500);
+    release(&mut holder, &lease, "released");
+}
+
+#[test]
+fn leases_that_lapse_while_the_daemon_is_down_end_on_start_up() {
+    let mut daemon = Daemon::start();
+    let expires_at;
+    {
+        let mut c = daemon.client();
+        let lease = c.result(
+            "AcquireResourceLock",
+            json!({"resource_key": "file:short", "owner": "o", "ttl_secs": 1}),
+        );
+        expires_at = wall_ms() + lease["remaining_ms"].as_u64().unwrap();
+        c.result(
+            "AcquireResourceLock",
+            json!({"resource_key": "file:long", "owner": "o", "ttl_secs": 3600}),
+        );
+        c.result(
+            "AcquireResourceLock",
+            json!({"resource_key": "file:tied", "owner": "o", "ttl_secs": 3600, "release_on_disconnect": true}),
+        );
+        // Keep the connection open across the kill: the tied lease ends only on restart.
+        daemon.kill9();
+    }
+    // Stay down until the short lease's expiry time has passed on the wall clock.
+    while wall_ms() <= expires_at + 5 {
+        std::thread::sleep(Duration::from_millis(
+            expires_at + 6 - wall_ms().min(expires_at + 6),
+        ));
+    }
+    daemon.restart();
+    let mut c = daemon.client();
+    let list = c.result("ListResourceLocks", json!({}));
+    let keys: Vec<&str> = list["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["resource_key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["file:long"]);
+    let short = c.result("ResourceLockStatus", json!({"resource_key": "file:short"}));
+    assert_eq!(short["previous"]["outcome"], "expired");
+    let tied = c.result("ResourceLockStatus", json!({"resource_key": "file:tied"}));
+    assert_eq!(tied["previous"]["outcome"], "abandoned");
+}
+
+#[test]
+fn list_filters_by_prefix_and_owner_and_never_shows_lease_ids() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    acquired(&mut c, "file:src/a.rs", "alice");
+    acquired(&mut c, "file:src/b.rs", "bob");
+    acquired(&mut c, "tool:fmt", "alice");
+    let all = c.result("ListResourceLocks", json!({}));
+    assert_eq!(all["locks"].as_array().unwrap().len(), 3);
+    assert!(all["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l.get("lease_id").is_none()));
+    let src = c.result("ListResourceLocks", json!({"prefix": "file:src/"}));
+    assert_eq!(src["locks"].as_array().unwrap().len(), 2);
+    let alice = c.result("ListResourceLocks", json!({"owner": "alice"}));
+    let keys: Vec<&str> = alice["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["resource_key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["file:src/a.rs", "tool:fmt"]);
+    assert_eq!(c.result("Metrics", json!({}))["locks"]["live"], json!(3));
+}
+
+#[test]
+fn wait_answers_at_once_when_free_and_on_release() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut watcher = daemon.client();
+    let free = watcher.result(
+        "WaitResourceLock",
+        json!({"resource_key": "file:w", "timeout_ms": 10_000}),
+    );
+    assert_eq!(free["status"], "available");
+    assert_eq!(free["waited_ms"], 0);
+    let lease = acquired(&mut holder, "file:w", "holder");
+    watcher.send_line(
+        &json!({"id": 9, "method": "WaitResourceLock", "params": {"resource_key": "file:w", "timeout_ms": 60_000}})
+            .to_string(),
+    );
+    // The wait does not take the lock; the holder can still heartbeat while it waits.
+    holder.result(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "file:w", "lease_id": lease["lease_id"]}),
+    );
+    release(&mut holder, &lease, "created");
+    let answer = watcher.read_line();
+    assert_eq!(answer["result"]["status"], "available", "{answer}");
+    assert_eq!(answer["result"]["previous"]["outcome"], "created");
+}
+
+#[test]
+fn every_lock_change_is_journaled_with_its_revision() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let lease = acquired(&mut c, "file:j", "alice");
+    release(&mut c, &lease, "modified");
+    let all = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "resource_prefix": "file:j"}),
+    );
+    let events = all["events"].as_array().unwrap();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["lock.acquired", "lock.released"], "{all}");
+    assert_eq!(events[0]["data"]["fencing_token"], lease["fencing_token"]);
+    assert_eq!(events[0]["actor"], "alice");
+    assert_eq!(events[1]["data"]["outcome"], "modified");
+    let seqs = u64s(&all["events"], "seq");
+    assert!(seqs[0] < seqs[1]);
+    // A state write after them takes the next revision: locks share the global sequence.
+    let set = c.set("n", "k", json!(1));
+    assert_eq!(set["revision"].as_u64().unwrap(), seqs[1] + 1);
+}
+
+#[test]
+fn describe_interface_lists_the_lock_methods() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let describe = c.result("DescribeInterface", json!({}));
+    let text = describe.to_string();
+    for method in [
+        "AcquireResourceLock",
+        "HeartbeatResourceLock",
+        "ReleaseResourceLock",
+        "ResourceLockStatus",
+        "ListResourceLocks",
+        "WaitResourceLock",
+    ] {
+        assert!(text.contains(&format!("\"{method}\"")), "{method}");
+    }
+    // The snake_case alias works too.
+    let lease = c.result(
+        "acquire_resource_lock",
+        json!({"resource_key": "tool:alias", "owner": "o"}),
+    );
+    assert_eq!(lease["status"], "acquired");
+}
