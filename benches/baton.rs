@@ -200,6 +200,168 @@ async fn pipelined_sets(path: &Path, n: usize, rounds: usize) -> (f64, f64, u64)
     (rates[rates.len() - 1], rates[rates.len() / 2], errors)
 }
 
+async fn call(
+    lines: &mut Lines,
+    w: &mut OwnedWriteHalf,
+    request: serde_json::Value,
+) -> serde_json::Value {
+    let mut line = request.to_string();
+    line.push('\n');
+    serde_json::from_str(&round_trip(lines, w, line.as_bytes()).await).unwrap()
+}
+
+fn acquire_request(key: &str, owner: &str) -> serde_json::Value {
+    serde_json::json!({"id": 1, "method": "AcquireResourceLock",
+        "params": {"resource_key": key, "owner": owner, "ttl_secs": 600}})
+}
+
+fn release_request(lease: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"id": 2, "method": "ReleaseResourceLock",
+        "params": {"resource_key": lease["resource_key"], "lease_id": lease["lease_id"]}})
+}
+
+/// Durable acquire+release cycles per second from `conns` connections on distinct keys.
+async fn lock_cycles(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..conns)
+        .map(|c| {
+            let path = path.to_path_buf();
+            tokio::spawn(async move {
+                let (mut lines, mut w) = connect(&path).await;
+                let mut errors = 0;
+                for i in 0..per_conn {
+                    let key = format!("file:cycle/c{c}/k{i}.rs");
+                    let lease = call(&mut lines, &mut w, acquire_request(&key, "bench")).await;
+                    if lease["result"]["status"] != "acquired" {
+                        errors += 1;
+                        eprintln!("unexpected answer: {lease}");
+                        continue;
+                    }
+                    let released =
+                        call(&mut lines, &mut w, release_request(&lease["result"])).await;
+                    if released.get("error").is_some() {
+                        errors += 1;
+                        eprintln!("unexpected answer: {released}");
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    let mut errors = 0;
+    for t in tasks {
+        errors += t.await.unwrap();
+    }
+    (
+        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
+        errors,
+    )
+}
+
+/// Median acquire round trip in microseconds on one connection (each lease released
+/// after it is timed), with keys under `dir`.
+async fn acquire_latency(path: &Path, dir: &str, n: usize, errors: &mut u64) -> f64 {
+    let (mut lines, mut w) = connect(path).await;
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n {
+        let key = format!("file:{dir}/probe-{i}.rs");
+        let start = Instant::now();
+        let lease = call(&mut lines, &mut w, acquire_request(&key, "probe")).await;
+        samples.push(start.elapsed());
+        if lease["result"]["status"] != "acquired" {
+            *errors += 1;
+            eprintln!("unexpected answer: {lease}");
+            continue;
+        }
+        call(&mut lines, &mut w, release_request(&lease["result"])).await;
+    }
+    samples.sort();
+    percentile(&samples, 0.5)
+}
+
+/// Takes `n` locks in pipelined bursts, spread over directories 100 files each.
+async fn fill_locks(path: &Path, n: usize) -> u64 {
+    let (mut lines, mut w) = connect(path).await;
+    let mut errors = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut burst = Vec::new();
+        for i in chunk {
+            let mut line =
+                acquire_request(&format!("file:fill/d{}/f{i}.rs", i / 100), "filler").to_string();
+            line.push('\n');
+            burst.extend_from_slice(line.as_bytes());
+        }
+        w.write_all(&burst).await.unwrap();
+        for _ in chunk {
+            if !lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("an answer")
+                .contains("\"acquired\"")
+            {
+                errors += 1;
+            }
+        }
+    }
+    errors
+}
+
+/// Median and p99 time, in microseconds, from sending a release to the queued waiter
+/// reading its grant.
+async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64) {
+    let (mut holder_lines, mut holder) = connect(path).await;
+    let (mut waiter_lines, mut waiter) = connect(path).await;
+    let (mut obs_lines, mut obs) = connect(path).await;
+    let mut samples = Vec::with_capacity(rounds);
+    let mut lease = call(
+        &mut holder_lines,
+        &mut holder,
+        acquire_request("tool:baton", "h0"),
+    )
+    .await["result"]
+        .clone();
+    for round in 0..rounds {
+        let mut wait = acquire_request("tool:baton", &format!("w{round}"));
+        wait["params"]["wait_ms"] = serde_json::json!(60_000);
+        let mut line = wait.to_string();
+        line.push('\n');
+        waiter.write_all(line.as_bytes()).await.unwrap();
+        // Until the daemon has queued the waiter.
+        loop {
+            let m = call(
+                &mut obs_lines,
+                &mut obs,
+                serde_json::json!({"id": 3, "method": "Metrics"}),
+            )
+            .await;
+            if m["result"]["locks"]["waiting"] == 1 {
+                break;
+            }
+        }
+        let mut line = release_request(&lease).to_string();
+        line.push('\n');
+        let start = Instant::now();
+        holder.write_all(line.as_bytes()).await.unwrap();
+        let granted: serde_json::Value =
+            serde_json::from_str(&waiter_lines.next_line().await.unwrap().expect("an answer"))
+                .unwrap();
+        samples.push(start.elapsed());
+        let released = holder_lines.next_line().await.unwrap().expect("an answer");
+        if granted["result"]["status"] != "acquired" || released.contains("\"error\"") {
+            *errors += 1;
+            eprintln!("unexpected answers: {granted} / {released}");
+            break;
+        }
+        lease = granted["result"].clone();
+        // The waiter becomes the holder for the next round.
+        std::mem::swap(&mut holder, &mut waiter);
+        std::mem::swap(&mut holder_lines, &mut waiter_lines);
+    }
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
 async fn run() -> (Vec<Row>, u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut rows = Vec::new();
@@ -208,6 +370,11 @@ async fn run() -> (Vec<Row>, u64) {
         (2_000, 200, 3)
     } else {
         (20_000, 1_500, 10)
+    };
+    let (cycles_per_conn, hand_rounds, probes, live_locks) = if quick() {
+        (200, 100, 500, 10_000)
+    } else {
+        (2_000, 1_000, 3_000, 100_000)
     };
 
     // Memory first, on a fresh daemon.
@@ -291,6 +458,36 @@ async fn run() -> (Vec<Row>, u64) {
         figure: format!("best {best:.0} /s, median {median:.0} /s"),
         target: ">= 15,000 /s".into(),
         pass: Some(median >= 15_000.0),
+    });
+
+    let (cycle_rate, cycle_errors) = lock_cycles(&socket, 16, cycles_per_conn).await;
+    errors += cycle_errors;
+    rows.push(Row {
+        name: "lock acquire+release, 16 connections",
+        figure: format!("{cycle_rate:.0} cycles/s"),
+        target: ">= 15,000 /s".into(),
+        pass: Some(cycle_rate >= 15_000.0),
+    });
+
+    let (hand_p50, hand_p99) = hand_off(&socket, hand_rounds, &mut errors).await;
+    rows.push(Row {
+        name: "lock hand-off, release to waiter",
+        figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
+        target: "p50 < 1,000 us".into(),
+        pass: Some(hand_p50 < 1000.0),
+    });
+
+    let empty_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+    errors += fill_locks(&socket, live_locks).await;
+    let full_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+    rows.push(Row {
+        name: "acquire latency, none vs many held",
+        figure: format!(
+            "p50 {empty_p50:.0} us vs {full_p50:.0} us with {live_locks} ({:.2}x)",
+            full_p50 / empty_p50
+        ),
+        target: "<= 1.5x".into(),
+        pass: Some(full_p50 <= 1.5 * empty_p50),
     });
 
     let (mut lines, mut w) = connect(&socket).await;
