@@ -39,8 +39,9 @@ pub enum Error {
         message: String,
         data: Map<String, Value>,
     },
-    #[error("{0}")]
-    Compacted(String),
+    /// `since_seq` is older than the journal keeps.
+    #[error("{message}")]
+    Compacted { message: String, oldest_seq: u64 },
     #[error("value is {size} bytes, over the limit of {limit} bytes; store a smaller value or raise BATON_MAX_VALUE_BYTES")]
     ValueTooLarge { size: usize, limit: usize },
     #[error("batond is overloaded (write queue full); retry shortly")]
@@ -63,7 +64,7 @@ impl Error {
             Error::NotFound(_) => 404,
             Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
             Error::LeaseInvalid { .. } => 410,
-            Error::Compacted(_) => 416,
+            Error::Compacted { .. } => 416,
             Error::ValueTooLarge { .. } => 413,
             Error::Overloaded => 429,
             Error::Unavailable(_) => 503,
@@ -84,7 +85,7 @@ impl Error {
             Error::Conflict { .. } => "conflict",
             Error::IdempotencyConflict { .. } => "idempotency_conflict",
             Error::LeaseInvalid { .. } => "lease_invalid",
-            Error::Compacted(_) => "compacted",
+            Error::Compacted { .. } => "compacted",
             Error::ValueTooLarge { .. } => "value_too_large",
             Error::Overloaded => "overloaded",
             Error::Unavailable(_) => "unavailable",
@@ -113,6 +114,9 @@ impl Error {
             Error::ValueTooLarge { size, limit } => {
                 data.insert("size".into(), json!(size));
                 data.insert("limit".into(), json!(limit));
+            }
+            Error::Compacted { oldest_seq, .. } => {
+                data.insert("oldest_seq".into(), json!(oldest_seq));
             }
             Error::IdempotencyConflict { key } => {
                 data.insert("idempotency_key".into(), json!(key));

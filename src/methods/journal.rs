@@ -10,7 +10,7 @@ use crate::store::journal::{self as sql, NewEvent};
 use crate::store::WriteCtx;
 
 use super::state::{check_value, Json};
-use super::{limit_or_default, read, write, Ctx, Limits, Method, Plan};
+use super::{limit_or_default, read, ready, reply, write, Ctx, Limits, Method, Plan};
 
 /// One journal entry.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -183,5 +183,190 @@ impl Method for PublishParams {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             publish(ctx, self)
         })
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeParams {
+    /// Replay stored events after this seq first; default: only events from now on.
+    pub since_seq: Option<u64>,
+    /// Which events (all when absent): the same fields as ReadEvents.
+    pub filter: Option<EventFilter>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SubscribeResult {
+    pub subscription_id: String,
+    /// Events after this seq are delivered, as `Event` notifications on this connection.
+    pub since_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnsubscribeParams {
+    pub subscription_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UnsubscribeResult {
+    pub subscription_id: String,
+    pub unsubscribed: bool,
+}
+
+/// Events read from the journal per step of a subscription.
+const SUBSCRIPTION_PAGE: u64 = 256;
+
+impl Method for SubscribeParams {
+    const NAME: &'static str = "Subscribe";
+    const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. A subscriber that falls 1,024 events behind gets SubscriptionEnded with resume_from_seq.";
+    type Output = SubscribeResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let app = cx.app.clone();
+        let (head, oldest) = app
+            .store
+            .read(|conn| Ok((sql::head_seq(conn)?, sql::oldest_seq(conn)?)))?;
+        let since = self.since_seq.unwrap_or(head);
+        if let Some(oldest) = oldest {
+            if since + 1 < oldest {
+                return Err(Error::Compacted {
+                    message: format!(
+                        "events before seq {oldest} are no longer kept; re-read the state you need, then subscribe with since_seq {}",
+                        oldest - 1
+                    ),
+                    oldest_seq: oldest,
+                });
+            }
+        }
+        let filter = self.filter.unwrap_or_default();
+        let id = uuid::Uuid::new_v4().to_string();
+        let token = tokio_util::sync::CancellationToken::new();
+        cx.connection
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), token.clone());
+        let (written, gate) = tokio::sync::oneshot::channel();
+        tokio::spawn(stream_events(
+            app,
+            id.clone(),
+            since,
+            filter,
+            cx.connection.notify.clone(),
+            token,
+            gate,
+        ));
+        Ok(Plan::ReadyThen {
+            answer: reply(&SubscribeResult {
+                subscription_id: id,
+                since_seq: since,
+            }),
+            written,
+        })
+    }
+}
+
+impl Method for UnsubscribeParams {
+    const NAME: &'static str = "Unsubscribe";
+    const SUMMARY: &'static str = "End a subscription of this connection (events already queued may still arrive before the answer).";
+    type Output = UnsubscribeResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let token = cx
+            .connection
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.subscription_id);
+        match token {
+            Some(token) => {
+                token.cancel();
+                ready::<Self>(Ok(UnsubscribeResult {
+                    subscription_id: self.subscription_id,
+                    unsubscribed: true,
+                }))
+            }
+            None => Err(Error::NotFound(format!(
+                "subscription `{}` is not open on this connection; subscriptions belong to the connection that made them",
+                self.subscription_id
+            ))),
+        }
+    }
+}
+
+fn notification(method: &str, params: serde_json::Value) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&serde_json::json!({"method": method, "params": params}))
+        .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// One subscription: pages through the journal after `since`, then follows the writer's
+/// head. Reads committed rows only, in seq order, so there is no gap and no duplicate.
+async fn stream_events(
+    app: std::sync::Arc<crate::app::App>,
+    id: String,
+    since: u64,
+    filter: EventFilter,
+    notify: tokio::sync::mpsc::Sender<Vec<u8>>,
+    token: tokio_util::sync::CancellationToken,
+    gate: tokio::sync::oneshot::Receiver<()>,
+) {
+    if gate.await.is_err() {
+        return;
+    }
+    let mut head = app.store.writer().head();
+    let mut last = since;
+    loop {
+        if token.is_cancelled() {
+            return;
+        }
+        head.borrow_and_update();
+        let page = app
+            .store
+            .read(|conn| sql::read(conn, last, &filter, SUBSCRIPTION_PAGE));
+        let (events, next) = match page {
+            Ok(page) => page,
+            Err(err) => {
+                tracing::warn!(%err, subscription = %id, "subscription read failed; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let full_page = events.len() as u64 >= SUBSCRIPTION_PAGE;
+        for event in events {
+            let seq = event.seq;
+            let line = notification(
+                "Event",
+                serde_json::json!({"subscription_id": id, "event": event}),
+            );
+            match notify.try_send(line) {
+                Ok(()) => last = seq,
+                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                    let end = notification(
+                        "SubscriptionEnded",
+                        serde_json::json!({
+                            "subscription_id": id,
+                            "reason": "overflow",
+                            "resume_from_seq": last,
+                            "message": format!("this connection fell too far behind reading events; Subscribe again with since_seq {last}"),
+                        }),
+                    );
+                    tokio::select! {
+                        _ = notify.send(end) => {}
+                        _ = token.cancelled() => {}
+                    }
+                    return;
+                }
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+            }
+        }
+        last = last.max(next);
+        if full_page {
+            continue;
+        }
+        tokio::select! {
+            changed = head.changed() => if changed.is_err() { return },
+            _ = token.cancelled() => return,
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod journal;
 pub mod locks;
 pub mod state;
 pub mod system;
+pub mod tasks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -30,16 +31,31 @@ pub struct Limits {
 pub struct ConnectionInfo {
     /// Unique for the daemon's life.
     pub id: u64,
-    /// Set once the connection takes or waits for a lock: its close must then be told to
-    /// the writer (abandoned leases, waits that leave their queues).
+    /// Set once the connection takes or waits for a lock or a node: its close must then be
+    /// told to the writer (abandoned leases, waits that leave their queues).
     uses_locks: AtomicBool,
+    /// Server-pushed lines (subscription events) for this connection; bounded.
+    pub notify: tokio::sync::mpsc::Sender<Vec<u8>>,
+    /// Live subscriptions of this connection, by id.
+    pub subscriptions:
+        std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 impl ConnectionInfo {
-    pub fn new(id: u64) -> ConnectionInfo {
+    pub fn new(id: u64, notify: tokio::sync::mpsc::Sender<Vec<u8>>) -> ConnectionInfo {
         ConnectionInfo {
             id,
             uses_locks: AtomicBool::new(false),
+            notify,
+            subscriptions: Default::default(),
+        }
+    }
+
+    /// Ends every subscription (the connection is closing).
+    pub fn end_subscriptions(&self) {
+        let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        for (_, token) in subs.drain() {
+            token.cancel();
         }
     }
 
@@ -72,6 +88,12 @@ impl Ctx<'_> {
 pub enum Plan {
     /// Already answered.
     Ready(Result<Reply>),
+    /// Already answered; `written` fires once the answer line is on its way to the client
+    /// (a subscription starts streaming only after its Subscribe answer).
+    ReadyThen {
+        answer: Result<Reply>,
+        written: tokio::sync::oneshot::Sender<()>,
+    },
     /// A read: runs on a read connection, or behind the writer when the same connection
     /// has writes in flight. `heavy` reads may take long and run off the async workers.
     Read { apply: ReadFn, heavy: bool },
@@ -284,6 +306,8 @@ registry!(
     state::ExportParams,
     journal::ReadEventsParams,
     journal::PublishParams,
+    journal::SubscribeParams,
+    journal::UnsubscribeParams,
     system::DescribeInterfaceParams,
     system::HealthParams,
     system::MetricsParams,
@@ -293,6 +317,15 @@ registry!(
     locks::ResourceLockStatusParams,
     locks::ListResourceLocksParams,
     locks::WaitResourceLockParams,
+    tasks::RegisterTaskParams,
+    tasks::AcquireNextNodeParams,
+    tasks::HeartbeatNodeParams,
+    tasks::CompleteNodeParams,
+    tasks::FailNodeParams,
+    tasks::CommitEventParams,
+    tasks::TaskStatusParams,
+    tasks::ListTasksParams,
+    tasks::CancelTaskParams,
 );
 
 #[cfg(test)]

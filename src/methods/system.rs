@@ -156,6 +156,8 @@ pub struct MetricsResult {
     pub locks: LockFigures,
     pub tasks: BTreeMap<String, u64>,
     pub nodes: BTreeMap<String, u64>,
+    /// Workers waiting in AcquireNextNode with `wait_ms`.
+    pub node_waiters: u64,
 }
 
 impl Method for MetricsParams {
@@ -167,6 +169,7 @@ impl Method for MetricsParams {
         let app = cx.app.clone();
         Ok(read::<Self>(true, move |conn| {
             let (live, tombstones) = state::counts(conn)?;
+            let (tasks, nodes) = crate::store::tasks::counts(conn)?;
             let head_seq = journal::head_seq(conn)?;
             let stats = app.store.writer_stats();
             let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
@@ -205,8 +208,11 @@ impl Method for MetricsParams {
                         .lock_waiters
                         .load(std::sync::atomic::Ordering::Relaxed),
                 },
-                tasks: BTreeMap::new(),
-                nodes: BTreeMap::new(),
+                tasks,
+                nodes,
+                node_waiters: stats
+                    .node_waiters
+                    .load(std::sync::atomic::Ordering::Relaxed),
             })
         }))
     }
@@ -241,7 +247,10 @@ mod tests {
                 data: Default::default(),
             },
             Error::ValueTooLarge { size: 2, limit: 1 },
-            Error::Compacted(String::new()),
+            Error::Compacted {
+                message: String::new(),
+                oldest_seq: 1,
+            },
             Error::Overloaded,
             Error::Unavailable(String::new()),
         ];

@@ -35,21 +35,34 @@ const MAX_IN_FLIGHT: usize = 4096;
 /// An answer: a finished line, or one still being worked on.
 enum Answer {
     Now(Vec<u8>),
+    /// Answered now; the sender fires once the line is written.
+    NowThen(Vec<u8>, oneshot::Sender<()>),
     Later(BoxFuture<'static, Vec<u8>>),
 }
+
+/// An answer line, and who to tell once it is written.
+type Pending = BoxFuture<'static, (Vec<u8>, Option<oneshot::Sender<()>>)>;
+
+/// Subscription events a connection may have queued before its subscription is ended
+/// for falling behind.
+const NOTIFY_CAPACITY: usize = 1024;
 
 /// Numbers connections for the daemon's life (locks remember which one holds them).
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
 pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationToken) {
     app.metrics.connection_opened();
-    let connection = ConnectionInfo::new(NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed));
+    let (notify_tx, mut notify_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(NOTIFY_CAPACITY);
+    let connection = Arc::new(ConnectionInfo::new(
+        NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+        notify_tx,
+    ));
     let mut told_closed = false;
     let (reader, writer) = stream.into_split();
     let mut frames =
         FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
     let mut out = BufWriter::with_capacity(16 * 1024, writer);
-    let mut pending: FuturesOrdered<BoxFuture<'static, Vec<u8>>> = FuturesOrdered::new();
+    let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
     let mut reading = true;
 
@@ -59,7 +72,15 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
         }
         tokio::select! {
             biased;
-            Some(line) = pending.next(), if !pending.is_empty() => {
+            Some((line, written)) = pending.next(), if !pending.is_empty() => {
+                if out.write_all(&line).await.is_err() {
+                    break;
+                }
+                if let Some(written) = written {
+                    let _ = written.send(());
+                }
+            }
+            Some(line) = notify_rx.recv() => {
                 if out.write_all(&line).await.is_err() {
                     break;
                 }
@@ -82,20 +103,28 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
                         None
                     }
                 };
-                let line = match answer {
-                    Some(Answer::Now(line)) if pending.is_empty() => line,
+                let (line, written) = match answer {
+                    Some(Answer::Now(line)) if pending.is_empty() => (line, None),
+                    Some(Answer::NowThen(line, written)) if pending.is_empty() => (line, Some(written)),
                     Some(Answer::Now(line)) => {
-                        pending.push_back(futures::future::ready(line).boxed());
+                        pending.push_back(futures::future::ready((line, None)).boxed());
+                        continue;
+                    }
+                    Some(Answer::NowThen(line, written)) => {
+                        pending.push_back(futures::future::ready((line, Some(written))).boxed());
                         continue;
                     }
                     Some(Answer::Later(future)) => {
-                        pending.push_back(future);
+                        pending.push_back(future.map(|line| (line, None)).boxed());
                         continue;
                     }
                     None => continue,
                 };
                 if out.write_all(&line).await.is_err() {
                     break;
+                }
+                if let Some(written) = written {
+                    let _ = written.send(());
                 }
             }
             _ = shutdown.cancelled(), if reading => {
@@ -109,6 +138,7 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
         }
     }
     let _ = out.flush().await;
+    connection.end_subscriptions();
     if !told_closed {
         tell_closed(&app, &connection);
     }
@@ -173,6 +203,9 @@ fn handle_line(
     };
     let queued = match plan {
         Plan::Ready(answer) => return Some(Answer::Now(finish(request.id, answer))),
+        Plan::ReadyThen { answer, written } => {
+            return Some(Answer::NowThen(finish(request.id, answer), written))
+        }
         Plan::Read { apply, heavy } if writes_in_flight.load(Ordering::Acquire) == 0 => {
             let answer = if heavy {
                 tokio::task::block_in_place(|| app.store.read(apply))

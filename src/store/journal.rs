@@ -121,3 +121,34 @@ pub fn read(
     };
     Ok((events, next))
 }
+
+/// The last `limit` events of a task, oldest first.
+pub fn recent_for_task(conn: &Connection, task_id: &str, limit: u64) -> Result<Vec<Event>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
+         WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+    )?;
+    let mut rows = stmt.query(params![task_id, limit])?;
+    let mut events = Vec::new();
+    while let Some(row) = rows.next()? {
+        events.push(Event {
+            seq: row.get(0)?,
+            kind: row.get(1)?,
+            at: format_ms(row.get(2)?),
+            actor: row.get(3)?,
+            namespace: row.get(4)?,
+            key: row.get(5)?,
+            resource_key: row.get(6)?,
+            task_id: row.get(7)?,
+            node_id: row.get(8)?,
+            data: RawValue::from_string(row.get(9)?)?,
+        });
+    }
+    events.reverse();
+    Ok(events)
+}
+
+/// The oldest seq still stored (1 when nothing was ever compacted), or None if empty.
+pub fn oldest_seq(conn: &Connection) -> Result<Option<u64>> {
+    Ok(conn.query_row("SELECT MIN(seq) FROM events", [], |r| r.get(0))?)
+}

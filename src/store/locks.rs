@@ -803,6 +803,7 @@ pub fn wait(
 
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
+    ctx.tasks.connection_closed(connection);
     for queue in ctx.locks.waiters.values_mut() {
         queue.retain(|w| w.request.connection != connection);
     }
@@ -879,5 +880,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
 /// Ends every pending wait with 503 (the daemon is stopping).
 pub fn end_waits(ctx: &mut WriteCtx<'_>) {
     let answers = ctx.locks.cancel_waits();
+    ctx.deferred.extend(answers);
+    let answers = ctx.tasks.cancel_waits();
     ctx.deferred.extend(answers);
 }

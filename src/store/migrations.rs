@@ -23,6 +23,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_locks",
         sql: include_str!("../../migrations/0002_locks.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_tasks",
+        sql: include_str!("../../migrations/0003_tasks.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -6,6 +6,7 @@ pub mod journal;
 pub mod locks;
 pub mod migrations;
 pub mod state;
+pub mod tasks;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

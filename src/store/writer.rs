@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 
 use super::idempotency::{self, Idempotency};
 use super::locks::{self, LockState};
+use super::tasks::{self, TaskState};
 
 /// A serialized result, ready to be placed in a response line.
 pub type Reply = Box<RawValue>;
@@ -67,6 +68,7 @@ pub struct WriteCtx<'a> {
     /// Monotonic time of this batch (judges lease expiry).
     pub mono_now: Duration,
     pub locks: &'a mut LockState,
+    pub tasks: &'a mut TaskState,
     reply: &'a mut Option<ReplyTx>,
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
@@ -100,6 +102,7 @@ pub struct WriterStats {
     pub queued: AtomicU64,
     pub live_locks: AtomicU64,
     pub lock_waiters: AtomicU64,
+    pub node_waiters: AtomicU64,
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -108,6 +111,7 @@ pub struct Writer {
     jobs: mpsc::Sender<Message>,
     pub stats: Arc<WriterStats>,
     next_deadline: watch::Receiver<Option<Duration>>,
+    head: watch::Receiver<u64>,
 }
 
 impl Writer {
@@ -123,6 +127,7 @@ impl Writer {
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
         let (deadline_tx, next_deadline) = watch::channel(None);
+        let (head_tx, head) = watch::channel(revision as u64);
         let mut writer_loop = WriterLoop {
             conn,
             clock,
@@ -130,7 +135,9 @@ impl Writer {
             revision,
             last_purge_ms: 0,
             locks: LockState::default(),
+            tasks: TaskState::default(),
             deadline_tx,
+            head_tx,
         };
         // Leases that lapsed while the daemon was down end before anything is served.
         writer_loop.recover_locks()?;
@@ -143,6 +150,7 @@ impl Writer {
                 jobs,
                 stats,
                 next_deadline,
+                head,
             },
             handle,
         ))
@@ -152,6 +160,11 @@ impl Writer {
     /// of a wait), updated after every batch; the sweeper sleeps until it.
     pub fn next_deadline(&self) -> watch::Receiver<Option<Duration>> {
         self.next_deadline.clone()
+    }
+
+    /// The last committed revision (journal seq), updated after every commit.
+    pub fn head(&self) -> watch::Receiver<u64> {
+        self.head.clone()
     }
 
     /// Queues a mutation nobody waits on (expiry sweeps, closed connections). Before any
@@ -221,7 +234,17 @@ struct WriterLoop {
     revision: i64,
     last_purge_ms: i64,
     locks: LockState,
+    tasks: TaskState,
     deadline_tx: watch::Sender<Option<Duration>>,
+    head_tx: watch::Sender<u64>,
+}
+
+/// The earliest lock or node deadline.
+fn earliest(locks: &mut LockState, tasks: &mut TaskState) -> Option<Duration> {
+    match (locks.next_deadline(), tasks.next_deadline()) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// A request's answer, ready to send once the batch commits.
@@ -256,6 +279,10 @@ impl WriterLoop {
         }
     }
 
+    fn next_deadline(&mut self) -> Option<Duration> {
+        earliest(&mut self.locks, &mut self.tasks)
+    }
+
     /// Ends leases that lapsed while the daemon was down and tracks the rest.
     fn recover_locks(&mut self) -> Result<()> {
         let now_ms = self.clock.wall_ms();
@@ -271,16 +298,20 @@ impl WriterLoop {
             now_ms,
             mono_now,
             locks: &mut self.locks,
+            tasks: &mut self.tasks,
             reply: &mut no_reply,
             deferred: &mut deferred,
         };
         locks::recover(&mut ctx)?;
+        tasks::recover(&mut ctx)?;
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE name = 'revision'",
             [self.revision],
         )?;
         tx.commit()?;
-        self.deadline_tx.send_replace(self.locks.next_deadline());
+        let next = self.next_deadline();
+        self.deadline_tx.send_replace(next);
+        self.head_tx.send_replace(self.revision as u64);
         self.stats
             .live_locks
             .store(self.locks.live() as u64, Ordering::Relaxed);
@@ -303,7 +334,9 @@ impl WriterLoop {
                 }
             }
         }
-        for (reply, answer) in self.locks.cancel_waits() {
+        let mut waits = self.locks.cancel_waits();
+        waits.extend(self.tasks.cancel_waits());
+        for (reply, answer) in waits {
             let _ = reply.send(answer);
         }
         if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
@@ -367,10 +400,19 @@ impl WriterLoop {
             }
         }
         batch.clear();
+        let head = self.revision as u64;
+        self.head_tx.send_if_modified(|current| {
+            let changed = *current != head;
+            *current = head;
+            changed
+        });
         if lock_state_suspect {
             // Memory may have run ahead of what was rolled back: rebuild it from the table.
             if let Err(err) = self.locks.reload(&self.conn, now_ms, mono_now) {
                 tracing::error!(%err, "cannot reload lock state after a failed write");
+            }
+            if let Err(err) = self.tasks.reload(&self.conn, now_ms, mono_now) {
+                tracing::error!(%err, "cannot reload node leases after a failed write");
             }
         }
         for (reply, result) in answers {
@@ -387,7 +429,10 @@ impl WriterLoop {
         self.stats
             .lock_waiters
             .store(self.locks.waiting() as u64, Ordering::Relaxed);
-        let next = self.locks.next_deadline();
+        self.stats
+            .node_waiters
+            .store(self.tasks.waiting() as u64, Ordering::Relaxed);
+        let next = self.next_deadline();
         self.deadline_tx.send_if_modified(|current| {
             let changed = *current != next;
             *current = next;
@@ -411,7 +456,7 @@ impl WriterLoop {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Leases and waits that are due end first, so no request sees a dead holder.
-        if self.locks.next_deadline().is_some_and(|at| at <= mono_now) {
+        if earliest(&mut self.locks, &mut self.tasks).is_some_and(|at| at <= mono_now) {
             let mut no_reply = None;
             let mut ctx = WriteCtx {
                 conn: &tx,
@@ -419,10 +464,12 @@ impl WriterLoop {
                 now_ms,
                 mono_now,
                 locks: &mut self.locks,
+                tasks: &mut self.tasks,
                 reply: &mut no_reply,
                 deferred,
             };
-            if let Err(err) = locks::expire_due(&mut ctx) {
+            if let Err(err) = locks::expire_due(&mut ctx).and_then(|()| tasks::expire_due(&mut ctx))
+            {
                 *lock_state_suspect = true;
                 return Err(err);
             }
@@ -441,6 +488,7 @@ impl WriterLoop {
                         now_ms,
                         mono_now,
                         locks: &mut self.locks,
+                        tasks: &mut self.tasks,
                         reply: &mut reply,
                         deferred,
                     };

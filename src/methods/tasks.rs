@@ -1,0 +1,561 @@
+//! DAG tasks whose nodes are leased to workers: RegisterTask, AcquireNextNode,
+//! HeartbeatNode, CompleteNode, FailNode, CommitEvent, TaskStatus, ListTasks, CancelTask.
+//! Graphs are validated here, before anything is queued; leases, waits and expiry are
+//! served by the writer (`store::tasks`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::store::tasks as sql;
+
+use super::journal::Event;
+use super::state::{check_value, Json};
+use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
+
+/// Most nodes one task may have.
+pub const MAX_NODES: usize = 10_000;
+/// Longest a node lease may be asked for: one day.
+pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
+/// Longest AcquireNextNode may wait: one hour.
+pub const MAX_WAIT_MS: u64 = 3_600_000;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// The node's id (a UUID is generated when absent). Dependencies name nodes by id, or
+    /// by `name` when names are unique.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// Nodes that must be COMPLETED before this one runs.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    /// What the worker needs to do the node (any JSON). Alias: `payload_schema`.
+    #[serde(alias = "payload_schema")]
+    pub payload: Option<serde_json::Value>,
+    /// How many times the node may be handed out (default 1).
+    pub max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterTaskParams {
+    pub goal: String,
+    pub context: Option<serde_json::Value>,
+    /// The graph. Alias: `initial_nodes`.
+    #[serde(alias = "initial_nodes")]
+    pub nodes: Vec<NodeSpec>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RegisterTaskResult {
+    pub task_id: String,
+    /// In the order the nodes were given.
+    pub node_ids: Vec<String>,
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireNextNodeParams {
+    /// Only this task's nodes; any task's when absent.
+    pub task_id: Option<String>,
+    /// Who works on the node.
+    pub lease_owner: String,
+    /// Lease length; default BATON_NODE_TIMEOUT_SECS. Heartbeat to extend.
+    pub ttl_secs: Option<u64>,
+    /// Wait up to this long for a runnable node (first come, first served) instead of answering null.
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NodeContext {
+    pub goal: String,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub task_context: Option<Json>,
+    /// Results of this node's dependencies, by node id.
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub dependency_results: BTreeMap<String, Json>,
+    /// The task's last BATON_CONTEXT_EVENT_LIMIT journal events, oldest first.
+    pub recent_events: Vec<Event>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AcquiredNode {
+    pub task_id: String,
+    pub node_id: String,
+    pub name: Option<String>,
+    pub lease_id: String,
+    pub lease_owner: String,
+    pub lease_expires_at: String,
+    /// 1 on the first hand-out of this node, +1 on each retry or rollback.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub payload: Option<Json>,
+    pub context: NodeContext,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeartbeatNodeResult {
+    pub lease_expires_at: String,
+    pub remaining_ms: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    /// The node's result (any JSON; default null), given to its dependents. Alias: `result_payload`.
+    #[serde(alias = "result_payload")]
+    pub result: Option<serde_json::Value>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventSeqResult {
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    /// What went wrong (any JSON). Alias: `error_payload`.
+    #[serde(alias = "error_payload")]
+    pub error: serde_json::Value,
+    /// Put the node back to PENDING while attempts remain (default true).
+    pub retry: Option<bool>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FailNodeResult {
+    /// PENDING (will be retried) or FAILED.
+    pub status: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitEventParams {
+    pub task_id: String,
+    pub node_id: String,
+    /// Required while the node is RUNNING.
+    pub lease_id: Option<String>,
+    /// The event's type, e.g. `file.written` (not kv., lock., task. or node.).
+    pub action_type: String,
+    pub payload: serde_json::Value,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStatusParams {
+    pub task_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub goal: String,
+    /// running, completed, failed or cancelled.
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NodeSummary {
+    pub node_id: String,
+    pub name: Option<String>,
+    pub state: String,
+    pub dependencies: Vec<String>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<String>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub result: Option<Json>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub error: Option<Json>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskStatusResult {
+    pub task: TaskSummary,
+    /// Nodes per state (every state is listed, 0 when none).
+    pub counts: BTreeMap<String, u64>,
+    pub nodes: Vec<NodeSummary>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksParams {
+    /// running, completed, failed or cancelled.
+    pub status: Option<String>,
+    /// Default 100, at most 1000; newest first.
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListTasksResult {
+    pub tasks: Vec<TaskSummary>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelTaskParams {
+    pub task_id: String,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CancelTaskResult {
+    pub task_id: String,
+    pub status: String,
+    /// Nodes that were PENDING or RUNNING and are now CANCELLED.
+    pub cancelled_nodes: u64,
+}
+
+pub const TASK_STATUSES: [&str; 4] = ["running", "completed", "failed", "cancelled"];
+
+fn json_text(cx: &Ctx<'_>, value: Option<&serde_json::Value>) -> Result<Option<String>> {
+    match value {
+        Some(v) => {
+            let raw = serde_json::value::to_raw_value(v)?;
+            check_value(&raw, &cx.limits())?;
+            Ok(Some(raw.get().to_string()))
+        }
+        None => Ok(None),
+    }
+}
+
+fn node_ttl_ms(cx: &Ctx<'_>, ttl_secs: Option<u64>) -> Result<u64> {
+    match ttl_secs.unwrap_or(cx.app.config.node_timeout_secs) {
+        secs @ 1..=MAX_NODE_TTL_SECS => Ok(secs * 1000),
+        secs => Err(Error::Invalid(format!(
+            "ttl_secs is {secs}; it must be 1 to {MAX_NODE_TTL_SECS} (heartbeat to keep a node longer)"
+        ))),
+    }
+}
+
+fn check_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(Error::Invalid(format!("{what} must be 1 to 128 bytes")));
+    }
+    Ok(())
+}
+
+/// Checks the graph (ids, dependencies, cycles) and resolves it into rows to insert.
+fn validate_graph(cx: &Ctx<'_>, nodes: &[NodeSpec]) -> Result<Vec<sql::NewNode>> {
+    if nodes.is_empty() {
+        return Err(Error::Invalid(
+            "a task needs at least one node in `nodes`".into(),
+        ));
+    }
+    if nodes.len() > MAX_NODES {
+        return Err(Error::Invalid(format!(
+            "a task may have at most {MAX_NODES} nodes; split the work into several tasks"
+        )));
+    }
+    let mut ids = Vec::with_capacity(nodes.len());
+    let mut by_id: HashMap<String, usize> = HashMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let id = match &node.id {
+            Some(id) => {
+                check_id("a node id", id)?;
+                id.clone()
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        if by_id.insert(id.clone(), i).is_some() {
+            return Err(Error::Invalid(format!(
+                "node id `{id}` appears twice; give every node its own id"
+            )));
+        }
+        ids.push(id);
+    }
+    let mut by_name: HashMap<&str, Option<usize>> = HashMap::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(name) = &node.name {
+            by_name
+                .entry(name.as_str())
+                .and_modify(|e| *e = None)
+                .or_insert(Some(i));
+        }
+    }
+    let mut deps: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let mut mine = Vec::new();
+        for dep in &node.dependencies {
+            let j = match by_id.get(dep) {
+                Some(&j) => j,
+                None => match by_name.get(dep.as_str()) {
+                    Some(Some(j)) => *j,
+                    Some(None) => {
+                        return Err(Error::Invalid(format!(
+                            "dependency `{dep}` of node `{}` names several nodes; refer to nodes by id",
+                            ids[i]
+                        )))
+                    }
+                    None => {
+                        return Err(Error::Invalid(format!(
+                            "node `{}` depends on `{dep}`, which is not a node of this task; list it in `nodes` or drop the dependency",
+                            ids[i]
+                        )))
+                    }
+                },
+            };
+            if j == i {
+                return Err(Error::Invalid(format!(
+                    "node `{}` depends on itself",
+                    ids[i]
+                )));
+            }
+            if !mine.contains(&j) {
+                mine.push(j);
+            }
+        }
+        deps.push(mine);
+    }
+    // Kahn's algorithm: whatever is never freed lies on a cycle.
+    let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, ds) in deps.iter().enumerate() {
+        for &j in ds {
+            dependents[j].push(i);
+        }
+    }
+    let mut ready: VecDeque<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).collect();
+    let mut seen = 0;
+    while let Some(i) = ready.pop_front() {
+        seen += 1;
+        for &d in &dependents[i] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                ready.push_back(d);
+            }
+        }
+    }
+    if seen < nodes.len() {
+        let on_cycle: Vec<&str> = (0..nodes.len())
+            .filter(|&i| indegree[i] > 0)
+            .map(|i| ids[i].as_str())
+            .collect();
+        return Err(Error::Invalid(format!(
+            "the dependencies form a cycle through {}; a task must be a DAG",
+            on_cycle.join(", ")
+        )));
+    }
+    let mut rows = Vec::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        let max_attempts = node.max_attempts.unwrap_or(1);
+        if !(1..=100).contains(&max_attempts) {
+            return Err(Error::Invalid(format!(
+                "max_attempts of node `{}` is {max_attempts}; it must be 1 to 100",
+                ids[i]
+            )));
+        }
+        rows.push(sql::NewNode {
+            node_id: ids[i].clone(),
+            name: node.name.clone(),
+            payload: json_text(cx, node.payload.as_ref())?,
+            dependencies: deps[i].iter().map(|&j| ids[j].clone()).collect(),
+            max_attempts,
+        });
+    }
+    Ok(rows)
+}
+
+impl Method for RegisterTaskParams {
+    const NAME: &'static str = "RegisterTask";
+    const SUMMARY: &'static str = "Register a goal and its DAG of nodes (id?, name?, dependencies, payload?, max_attempts?). Unknown dependency, duplicate id or a cycle: 400 and nothing stored.";
+    type Output = RegisterTaskResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        if self.goal.is_empty() {
+            return Err(Error::Invalid(
+                "goal must not be empty; say what the task is for".into(),
+            ));
+        }
+        let nodes = validate_graph(cx, &self.nodes)?;
+        let context = json_text(cx, self.context.as_ref())?;
+        let goal = std::mem::take(&mut self.goal);
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::register(ctx, &goal, context.as_deref(), nodes)
+        })
+    }
+}
+
+impl Method for AcquireNextNodeParams {
+    const NAME: &'static str = "AcquireNextNode";
+    const SUMMARY: &'static str = "Lease the next runnable node (PENDING with every dependency COMPLETED), of one task or any; null when none (after wait_ms). Heartbeat it, then CompleteNode or FailNode.";
+    type Output = Option<AcquiredNode>;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        if self.lease_owner.is_empty() || self.lease_owner.len() > 256 {
+            return Err(Error::Invalid(
+                "lease_owner must be 1 to 256 bytes; use the worker's name".into(),
+            ));
+        }
+        let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
+        let wait_ms = self.wait_ms.unwrap_or(0);
+        if wait_ms > MAX_WAIT_MS {
+            return Err(Error::Invalid(format!(
+                "wait_ms must be at most {MAX_WAIT_MS}"
+            )));
+        }
+        if wait_ms > 0 {
+            cx.connection.mark_lock_user();
+        }
+        let request = sql::NodeRequest {
+            task_id: self.task_id,
+            owner: self.lease_owner,
+            ttl_ms,
+            connection: cx.connection.id,
+            event_limit: cx.app.config.context_event_limit,
+        };
+        write_or_wait::<Self>(cx, None, move |ctx| {
+            sql::acquire_next(ctx, request, wait_ms)
+        })
+    }
+}
+
+impl Method for HeartbeatNodeParams {
+    const NAME: &'static str = "HeartbeatNode";
+    const SUMMARY: &'static str = "Extend your node lease to ttl_secs from now; call it well within the lease on long work. 410 if the lease is gone (the node was rolled back).";
+    type Output = HeartbeatNodeResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
+        write::<Self>(cx, None, move |ctx| {
+            sql::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
+        })
+    }
+}
+
+impl Method for CompleteNodeParams {
+    const NAME: &'static str = "CompleteNode";
+    const SUMMARY: &'static str = "Finish your node with its result (given to dependents); its dependents may become runnable.";
+    type Output = EventSeqResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        let result = json_text(cx, self.result.as_ref())?;
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::complete(
+                ctx,
+                &self.task_id,
+                &self.node_id,
+                &self.lease_id,
+                result.as_deref(),
+            )
+        })
+    }
+}
+
+impl Method for FailNodeParams {
+    const NAME: &'static str = "FailNode";
+    const SUMMARY: &'static str = "Report your node failed; with retry (default) it goes back to PENDING while attempts remain, else FAILED (and the task fails).";
+    type Output = FailNodeResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        let error = json_text(cx, Some(&self.error))?.unwrap_or_else(|| "null".into());
+        let retry = self.retry.unwrap_or(true);
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::fail(
+                ctx,
+                &self.task_id,
+                &self.node_id,
+                &self.lease_id,
+                &error,
+                retry,
+            )
+        })
+    }
+}
+
+impl Method for CommitEventParams {
+    const NAME: &'static str = "CommitEvent";
+    const SUMMARY: &'static str = "Record what a node did (action_type, payload) in the task's journal; lease_id required while the node is RUNNING.";
+    type Output = EventSeqResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        let reserved = ["kv.", "lock.", "task.", "node.", "custom."];
+        if self.action_type.is_empty()
+            || self.action_type.len() > 128
+            || reserved.iter().any(|p| self.action_type.starts_with(p))
+        {
+            return Err(Error::Invalid(format!(
+                "action_type must be 1 to 128 bytes and not start with {}; e.g. file.written",
+                reserved.join(", ")
+            )));
+        }
+        let payload = json_text(cx, Some(&self.payload))?.unwrap_or_else(|| "null".into());
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::commit_event(
+                ctx,
+                &self.task_id,
+                &self.node_id,
+                self.lease_id.as_deref(),
+                &self.action_type,
+                &payload,
+            )
+        })
+    }
+}
+
+impl Method for TaskStatusParams {
+    const NAME: &'static str = "TaskStatus";
+    const SUMMARY: &'static str = "A task's status (running, completed, failed, cancelled), node counts by state, and every node.";
+    type Output = TaskStatusResult;
+    fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
+        Ok(read::<Self>(false, move |conn| {
+            sql::status(conn, &self.task_id)
+        }))
+    }
+}
+
+impl Method for ListTasksParams {
+    const NAME: &'static str = "ListTasks";
+    const SUMMARY: &'static str = "Tasks, newest first, optionally by status.";
+    type Output = ListTasksResult;
+    fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
+        if let Some(status) = &self.status {
+            if !TASK_STATUSES.contains(&status.as_str()) {
+                return Err(Error::Invalid(format!(
+                    "status `{status}` is not one of {}",
+                    TASK_STATUSES.join(", ")
+                )));
+            }
+        }
+        let limit = limit_or_default(self.limit)?;
+        Ok(read::<Self>(false, move |conn| {
+            sql::list(conn, self.status.as_deref(), limit)
+        }))
+    }
+}
+
+impl Method for CancelTaskParams {
+    const NAME: &'static str = "CancelTask";
+    const SUMMARY: &'static str = "Cancel a task: every PENDING or RUNNING node becomes CANCELLED and its lease stops working (410).";
+    type Output = CancelTaskResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            sql::cancel(ctx, &self.task_id)
+        })
+    }
+}
