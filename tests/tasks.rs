@@ -1,0 +1,463 @@
+//! DAG tasks against a real daemon: validation, concurrent workers, leases, retries,
+//! rollback, cancellation, waiting, dependency results, agentd-style aliases.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{assert_error, Client, Daemon};
+use serde_json::{json, Value};
+
+fn register(c: &mut Client, nodes: Value) -> Value {
+    c.result(
+        "RegisterTask",
+        json!({"goal": "ship it", "context": {"repo": "baton"}, "nodes": nodes}),
+    )
+}
+
+fn next(c: &mut Client, task_id: &Value, owner: &str) -> Value {
+    c.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": owner}),
+    )
+}
+
+fn complete(c: &mut Client, node: &Value, result: Value) -> Value {
+    c.result(
+        "CompleteNode",
+        json!({"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"], "result": result}),
+    )
+}
+
+fn status(c: &mut Client, task_id: &Value) -> Value {
+    c.result("TaskStatus", json!({"task_id": task_id}))
+}
+
+#[test]
+fn bad_graphs_are_refused_and_nothing_is_stored() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    for nodes in [
+        json!([{"id": "a", "dependencies": ["b"]}, {"id": "b", "dependencies": ["a"]}]),
+        json!([{"id": "a", "dependencies": ["missing"]}]),
+        json!([{"id": "a"}, {"id": "a"}]),
+        json!([{"id": "a", "dependencies": ["a"]}]),
+        json!([]),
+        json!([{"id": "a", "max_attempts": 0}]),
+    ] {
+        let err = c.error("RegisterTask", json!({"goal": "g", "nodes": nodes}));
+        assert_error(&err, 400, "invalid");
+    }
+    let err = c.error("RegisterTask", json!({"goal": "g"}));
+    assert_error(&err, -32602, "invalid_params");
+    assert_eq!(c.result("ListTasks", json!({}))["tasks"], json!([]));
+    let events = c.result("ReadEvents", json!({"since_seq": 0}));
+    assert_eq!(events["events"], json!([]), "no event for a refused graph");
+    assert_eq!(
+        c.result("AcquireNextNode", json!({"lease_owner": "w"})),
+        Value::Null
+    );
+}
+
+#[test]
+fn a_diamond_runs_in_dependency_order_with_results_in_context() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task = register(
+        &mut c,
+        json!([
+            {"id": "plan", "payload": {"step": 1}},
+            {"id": "left", "dependencies": ["plan"]},
+            {"id": "right", "dependencies": ["plan"]},
+            {"id": "join", "name": "synthesis", "dependencies": ["left", "right"]},
+        ]),
+    );
+    let task_id = task["task_id"].clone();
+    assert_eq!(task["node_ids"], json!(["plan", "left", "right", "join"]));
+
+    let plan = next(&mut c, &task_id, "w1");
+    assert_eq!(plan["node_id"], "plan");
+    assert_eq!(plan["attempt"], 1);
+    assert_eq!(plan["payload"], json!({"step": 1}));
+    assert_eq!(plan["context"]["goal"], "ship it");
+    assert_eq!(plan["context"]["task_context"], json!({"repo": "baton"}));
+    assert!(plan["context"]["recent_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["type"] == "task.registered"));
+    // Nothing else is runnable until plan completes.
+    assert_eq!(next(&mut c, &task_id, "w2"), Value::Null);
+    complete(&mut c, &plan, json!({"outline": ["a", "b"]}));
+
+    let a = next(&mut c, &task_id, "w1");
+    let b = next(&mut c, &task_id, "w2");
+    let got: HashSet<&str> = [
+        a["node_id"].as_str().unwrap(),
+        b["node_id"].as_str().unwrap(),
+    ]
+    .into();
+    assert_eq!(got, HashSet::from(["left", "right"]));
+    assert_eq!(
+        a["context"]["dependency_results"],
+        json!({"plan": {"outline": ["a", "b"]}})
+    );
+    assert_eq!(next(&mut c, &task_id, "w3"), Value::Null);
+    complete(&mut c, &a, json!(a["node_id"]));
+    assert_eq!(next(&mut c, &task_id, "w3"), Value::Null, "join needs both");
+    complete(&mut c, &b, json!(b["node_id"]));
+    let join = next(&mut c, &task_id, "w3");
+    assert_eq!(join["node_id"], "join");
+    assert_eq!(join["name"], "synthesis");
+    assert_eq!(
+        join["context"]["dependency_results"],
+        json!({"left": "left", "right": "right"})
+    );
+    assert_eq!(status(&mut c, &task_id)["task"]["status"], "running");
+    complete(&mut c, &join, Value::Null);
+    let st = status(&mut c, &task_id);
+    assert_eq!(st["task"]["status"], "completed");
+    assert_eq!(st["counts"]["COMPLETED"], 4);
+    assert_eq!(st["nodes"][0]["result"], json!({"outline": ["a", "b"]}));
+    let completed = c.result("ListTasks", json!({"status": "completed"}));
+    assert_eq!(completed["tasks"][0]["task_id"], task_id);
+}
+
+#[test]
+fn concurrent_workers_never_share_a_node_and_finish_the_graph() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    // Two chains of 10 plus 40 independent nodes.
+    let mut nodes = Vec::new();
+    for chain in 0..2 {
+        for i in 0..10 {
+            let deps = if i == 0 {
+                json!([])
+            } else {
+                json!([format!("c{chain}-{}", i - 1)])
+            };
+            nodes.push(json!({"id": format!("c{chain}-{i}"), "dependencies": deps}));
+        }
+    }
+    for i in 0..40 {
+        nodes.push(json!({"id": format!("free-{i}")}));
+    }
+    let task_id = register(&mut c, json!(nodes))["task_id"].clone();
+    let workers: Vec<_> = (0..6)
+        .map(|w| {
+            let mut client = daemon.client();
+            let task_id = task_id.clone();
+            std::thread::spawn(move || {
+                let mut done = Vec::new();
+                loop {
+                    let node = client.result(
+                        "AcquireNextNode",
+                        json!({"task_id": task_id, "lease_owner": format!("w{w}"), "wait_ms": 200}),
+                    );
+                    if node.is_null() {
+                        let st = client.result("TaskStatus", json!({"task_id": task_id}));
+                        if st["task"]["status"] == "completed" {
+                            return done;
+                        }
+                        continue;
+                    }
+                    complete(&mut client, &node, json!(w));
+                    done.push(node["node_id"].as_str().unwrap().to_string());
+                }
+            })
+        })
+        .collect();
+    let mut all: Vec<String> = workers
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(n, 60, "every node handed out exactly once");
+    assert_eq!(all.len(), 60);
+    // Chain order held: each chain node completed after its predecessor.
+    let events = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "types": ["node.completed"], "limit": 1000}),
+    );
+    let order: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node_id"].as_str().unwrap())
+        .collect();
+    for chain in 0..2 {
+        let positions: Vec<usize> = (0..10)
+            .map(|i| {
+                order
+                    .iter()
+                    .position(|n| *n == format!("c{chain}-{i}"))
+                    .unwrap()
+            })
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+    }
+}
+
+#[test]
+fn retries_until_max_attempts_then_the_task_fails_and_dependents_never_run() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task_id = register(
+        &mut c,
+        json!([{"id": "flaky", "max_attempts": 2}, {"id": "after", "dependencies": ["flaky"]}]),
+    )["task_id"]
+        .clone();
+    let first = next(&mut c, &task_id, "w");
+    let failed = c.result(
+        "FailNode",
+        json!({"task_id": task_id, "node_id": "flaky", "lease_id": first["lease_id"], "error": {"msg": "boom"}}),
+    );
+    assert_eq!(failed["status"], "PENDING");
+    let second = next(&mut c, &task_id, "w");
+    assert_eq!(second["node_id"], "flaky");
+    assert_eq!(second["attempt"], 2);
+    // The first lease is dead.
+    let err = c.error(
+        "CompleteNode",
+        json!({"task_id": task_id, "node_id": "flaky", "lease_id": first["lease_id"]}),
+    );
+    assert_error(&err, 410, "lease_invalid");
+    let failed = c.result(
+        "FailNode",
+        json!({"task_id": task_id, "node_id": "flaky", "lease_id": second["lease_id"], "error_payload": "again"}),
+    );
+    assert_eq!(failed["status"], "FAILED");
+    let st = status(&mut c, &task_id);
+    assert_eq!(st["task"]["status"], "failed");
+    assert_eq!(st["counts"]["FAILED"], 1);
+    assert_eq!(st["nodes"][0]["error"], "again");
+    assert_eq!(
+        next(&mut c, &task_id, "w"),
+        Value::Null,
+        "dependents of a FAILED node never run"
+    );
+    // retry: false fails at once.
+    let t2 = register(&mut c, json!([{"id": "x", "max_attempts": 5}]))["task_id"].clone();
+    let x = next(&mut c, &t2, "w");
+    let failed = c.result(
+        "FailNode",
+        json!({"task_id": t2, "node_id": "x", "lease_id": x["lease_id"], "error": "fatal", "retry": false}),
+    );
+    assert_eq!(failed["status"], "FAILED");
+}
+
+#[test]
+fn a_lapsed_lease_rolls_the_node_back_and_the_old_lease_gets_410() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task_id = register(&mut c, json!([{"id": "slow", "max_attempts": 3}]))["task_id"].clone();
+    let first = c.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "sleepy", "ttl_secs": 1}),
+    );
+    // A second worker waits; it gets the node when the first lease lapses, with no call from anyone.
+    let second = c.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "awake", "wait_ms": 30_000}),
+    );
+    assert_eq!(second["node_id"], "slow");
+    assert_eq!(second["attempt"], 2);
+    let rolled = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "types": ["node.rolled_back"]}),
+    );
+    assert_eq!(rolled["events"].as_array().unwrap().len(), 1);
+    assert_eq!(rolled["events"][0]["actor"], "sleepy");
+    for (method, extra) in [
+        ("HeartbeatNode", json!({})),
+        ("CompleteNode", json!({"result": 1})),
+        ("FailNode", json!({"error": "x"})),
+    ] {
+        let mut params =
+            json!({"task_id": task_id, "node_id": "slow", "lease_id": first["lease_id"]});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let err = c.error(method, params);
+        let data = assert_error(&err, 410, "lease_invalid");
+        assert_eq!(data["lease_owner"], "awake", "{err}");
+    }
+    let beat = c.result(
+        "HeartbeatNode",
+        json!({"task_id": task_id, "node_id": "slow", "lease_id": second["lease_id"], "ttl_secs": 60}),
+    );
+    assert!(beat["lease_expires_at"].is_string());
+    complete(&mut c, &second, json!("done"));
+    assert_eq!(status(&mut c, &task_id)["task"]["status"], "completed");
+}
+
+#[test]
+fn a_lease_that_lapses_while_the_daemon_is_down_rolls_back_at_start_up() {
+    let mut daemon = Daemon::start();
+    let task_id;
+    {
+        let mut c = daemon.client();
+        task_id = register(&mut c, json!([{"id": "n"}]))["task_id"].clone();
+        c.result(
+            "AcquireNextNode",
+            json!({"task_id": task_id, "lease_owner": "w", "ttl_secs": 1}),
+        );
+    }
+    daemon.sigterm();
+    // Down for longer than the lease: wait on the wall clock, as the daemon's store does.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    daemon.restart();
+    let mut c = daemon.client();
+    let st = status(&mut c, &task_id);
+    assert_eq!(st["nodes"][0]["state"], "PENDING", "{st}");
+    assert_eq!(next(&mut c, &task_id, "w2")["attempt"], 2);
+}
+
+#[test]
+fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut waiter = daemon.client();
+    let task_id = register(
+        &mut c,
+        json!([{"id": "a"}, {"id": "b", "dependencies": ["a"]}]),
+    )["task_id"]
+        .clone();
+    let a = next(&mut c, &task_id, "w1");
+    waiter.send_line(
+        &json!({"id": 7, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "w2", "wait_ms": 60_000}})
+            .to_string(),
+    );
+    while c.result("Metrics", json!({}))["node_waiters"] != 1 {
+        std::thread::yield_now();
+    }
+    complete(&mut c, &a, json!("A"));
+    let answer = waiter.read_line();
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["node_id"], "b", "{answer}");
+    assert_eq!(
+        answer["result"]["context"]["dependency_results"],
+        json!({"a": "A"})
+    );
+    // A wait that runs out answers null.
+    let none = waiter.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "w3", "wait_ms": 100}),
+    );
+    assert_eq!(none, Value::Null);
+}
+
+#[test]
+fn cancel_task_cancels_unfinished_nodes_and_their_leases() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task_id = register(
+        &mut c,
+        json!([{"id": "a"}, {"id": "b"}, {"id": "c", "dependencies": ["a"]}]),
+    )["task_id"]
+        .clone();
+    let a = next(&mut c, &task_id, "w");
+    let b = next(&mut c, &task_id, "w");
+    complete(&mut c, &b, json!(1));
+    let cancelled = c.result("CancelTask", json!({"task_id": task_id}));
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["cancelled_nodes"], 2);
+    let err = c.error(
+        "CompleteNode",
+        json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"]}),
+    );
+    let data = assert_error(&err, 410, "lease_invalid");
+    assert_eq!(data["state"], "CANCELLED");
+    let st = status(&mut c, &task_id);
+    assert_eq!(st["task"]["status"], "cancelled");
+    assert_eq!(st["counts"]["CANCELLED"], 2);
+    assert_eq!(st["counts"]["COMPLETED"], 1);
+    assert_eq!(next(&mut c, &task_id, "w"), Value::Null);
+    let err = c.error("CancelTask", json!({"task_id": "nope"}));
+    assert_error(&err, 404, "not_found");
+    let err = c.error("TaskStatus", json!({"task_id": "nope"}));
+    assert_error(&err, 404, "not_found");
+}
+
+#[test]
+fn commit_event_needs_the_lease_while_running() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task_id = register(&mut c, json!([{"id": "a"}]))["task_id"].clone();
+    let a = next(&mut c, &task_id, "w");
+    let err = c.error(
+        "CommitEvent",
+        json!({"task_id": task_id, "node_id": "a", "action_type": "file.written", "payload": {}}),
+    );
+    assert_error(&err, -32602, "invalid_params");
+    let err = c.error(
+        "CommitEvent",
+        json!({"task_id": task_id, "node_id": "a", "lease_id": "wrong", "action_type": "file.written", "payload": {}}),
+    );
+    assert_error(&err, 410, "lease_invalid");
+    let err = c.error(
+        "CommitEvent",
+        json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"], "action_type": "kv.set", "payload": {}}),
+    );
+    assert_error(&err, 400, "invalid");
+    let seq = c.result(
+        "CommitEvent",
+        json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"], "action_type": "file.written", "payload": {"path": "x"}}),
+    )["event_seq"]
+        .clone();
+    let events = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "task_id": task_id, "types": ["file.written"]}),
+    );
+    assert_eq!(events["events"][0]["seq"], seq);
+    assert_eq!(events["events"][0]["actor"], "w");
+    assert_eq!(events["events"][0]["data"], json!({"path": "x"}));
+    // It shows up in the context of later nodes' recent events.
+    complete(&mut c, &a, Value::Null);
+}
+
+#[test]
+fn an_agentd_style_client_runs_a_three_node_dag_unchanged() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let ids = [
+        "0b6f4f3e-7d4c-4c54-9a47-2f4a7b0b8e11",
+        "6a1c7c02-3f3e-4f0e-8d7e-6f1b1a2c3d44",
+        "c3d2e1f0-1111-4222-8333-944455556666",
+    ];
+    let task = c.result(
+        "register_task",
+        json!({"goal": "write docs", "initial_nodes": [
+            {"id": ids[0], "payload_schema": {"doc": "intro"}},
+            {"id": ids[1], "payload_schema": {"doc": "api"}},
+            {"id": ids[2], "dependencies": [ids[0], ids[1]]},
+        ]}),
+    );
+    let task_id = task["task_id"].clone();
+    let mut finished = Vec::new();
+    while let Some(node) = Some(c.result(
+        "acquire_next_node",
+        json!({"task_id": task_id, "lease_owner": "agentd-worker"}),
+    ))
+    .filter(|n| !n.is_null())
+    {
+        c.result(
+            "commit_event",
+            json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"], "action_type": "doc.drafted", "payload": node["payload"]}),
+        );
+        c.result(
+            "complete_node",
+            json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"], "result_payload": {"ok": true}}),
+        );
+        finished.push(node["node_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(finished.len(), 3);
+    assert_eq!(finished[2], ids[2]);
+    assert_eq!(
+        c.result("task_status", json!({"task_id": task_id}))["task"]["status"],
+        "completed"
+    );
+}
