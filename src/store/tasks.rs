@@ -167,6 +167,15 @@ fn no_node(task_id: &str, node_id: &str) -> Error {
     ))
 }
 
+/// 404 for a node that does not exist: naming the task when that is what is missing.
+fn missing(conn: &Connection, task_id: &str, node_id: &str) -> Result<Error> {
+    Ok(if task_exists(conn, task_id)? {
+        no_node(task_id, node_id)
+    } else {
+        no_task(task_id)
+    })
+}
+
 fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
         Some(t) => Some(RawValue::from_string(t)?),
@@ -460,10 +469,7 @@ fn node_row(conn: &Connection, task_id: &str, node_id: &str) -> Result<Option<Ru
 /// The node, if `lease_id` is its live lease; else 404 (no such node) or 410.
 fn own_node(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, lease_id: &str) -> Result<Running> {
     let Some(node) = node_row(ctx.conn, task_id, node_id)? else {
-        if !task_exists(ctx.conn, task_id)? {
-            return Err(no_task(task_id));
-        }
-        return Err(no_node(task_id, node_id));
+        return Err(missing(ctx.conn, task_id, node_id)?);
     };
     if node.state == "RUNNING" && node.lease_id.as_deref() == Some(lease_id) {
         return Ok(node);
@@ -632,10 +638,7 @@ pub fn commit_event(
     payload: &str,
 ) -> Result<EventSeqResult> {
     let Some(node) = node_row(ctx.conn, task_id, node_id)? else {
-        if !task_exists(ctx.conn, task_id)? {
-            return Err(no_task(task_id));
-        }
-        return Err(no_node(task_id, node_id));
+        return Err(missing(ctx.conn, task_id, node_id)?);
     };
     let actor = if node.state == "RUNNING" {
         let Some(lease_id) = lease_id else {
