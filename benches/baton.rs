@@ -362,6 +362,122 @@ async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64) {
     (percentile(&samples, 0.5), percentile(&samples, 0.99))
 }
 
+/// Registers a task of `n` nodes (a chain when `chain`), returning its id.
+async fn register_task(
+    lines: &mut Lines,
+    w: &mut OwnedWriteHalf,
+    n: usize,
+    chain: bool,
+) -> serde_json::Value {
+    let nodes: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            let deps = if chain && i > 0 {
+                vec![format!("n{}", i - 1)]
+            } else {
+                vec![]
+            };
+            serde_json::json!({"id": format!("n{i}"), "dependencies": deps})
+        })
+        .collect();
+    let answer = call(
+        lines,
+        w,
+        serde_json::json!({"id": 1, "method": "RegisterTask",
+        "params": {"goal": "bench", "nodes": nodes}}),
+    )
+    .await;
+    answer["result"]["task_id"].clone()
+}
+
+/// Nodes per second when `workers` connections loop AcquireNextNode + CompleteNode.
+async fn run_nodes(path: &Path, n: usize, workers: usize, chain: bool) -> (f64, u64) {
+    let (mut lines, mut w) = connect(path).await;
+    let task_id = register_task(&mut lines, &mut w, n, chain).await;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..workers)
+        .map(|k| {
+            let path = path.to_path_buf();
+            let task_id = task_id.clone();
+            tokio::spawn(async move {
+                let (mut lines, mut w) = connect(&path).await;
+                let (mut done, mut errors) = (0u64, 0u64);
+                loop {
+                    let node = call(&mut lines, &mut w, serde_json::json!({"id": 1, "method": "AcquireNextNode",
+                        "params": {"task_id": task_id, "lease_owner": format!("w{k}"), "wait_ms": if chain { 1000 } else { 0 }}})).await;
+                    let node = &node["result"];
+                    if node.is_null() {
+                        break;
+                    }
+                    let done_answer = call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
+                        "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
+                    if done_answer.get("error").is_some() {
+                        errors += 1;
+                    }
+                    done += 1;
+                }
+                (done, errors)
+            })
+        })
+        .collect();
+    let (mut done, mut errors) = (0, 0);
+    for t in tasks {
+        let (d, e) = t.await.unwrap();
+        done += d;
+        errors += e;
+    }
+    if done != n as u64 {
+        eprintln!("ran {done} of {n} nodes");
+        errors += 1;
+    }
+    (n as f64 / start.elapsed().as_secs_f64(), errors)
+}
+
+/// Median AcquireNextNode round trip in microseconds over a fresh task of `n` nodes.
+async fn acquire_node_latency(path: &Path, n: usize) -> f64 {
+    let (mut lines, mut w) = connect(path).await;
+    register_task(&mut lines, &mut w, n, false).await;
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        let node = call(
+            &mut lines,
+            &mut w,
+            serde_json::json!({"id": 1, "method": "AcquireNextNode",
+            "params": {"lease_owner": "probe"}}),
+        )
+        .await;
+        samples.push(start.elapsed());
+        let node = &node["result"];
+        call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
+            "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
+    }
+    samples.sort();
+    percentile(&samples, 0.5)
+}
+
+/// Registers and finishes `n` one-node tasks from 8 connections.
+async fn finish_tasks(path: &Path, n: usize) {
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let path = path.to_path_buf();
+            tokio::spawn(async move {
+                let (mut lines, mut w) = connect(&path).await;
+                for _ in 0..n / 8 {
+                    let task_id = register_task(&mut lines, &mut w, 1, false).await;
+                    let node = call(&mut lines, &mut w, serde_json::json!({"id": 1, "method": "AcquireNextNode",
+                        "params": {"task_id": task_id, "lease_owner": "filler"}})).await;
+                    let node = &node["result"];
+                    call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
+                        "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
 async fn run() -> (Vec<Row>, u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut rows = Vec::new();
@@ -371,10 +487,10 @@ async fn run() -> (Vec<Row>, u64) {
     } else {
         (20_000, 1_500, 10)
     };
-    let (cycles_per_conn, hand_rounds, probes, live_locks) = if quick() {
-        (200, 100, 500, 10_000)
+    let (cycles_per_conn, hand_rounds, probes, live_locks, finished_tasks) = if quick() {
+        (200, 100, 500, 10_000, 1_000)
     } else {
-        (2_000, 1_000, 3_000, 100_000)
+        (2_000, 1_000, 3_000, 100_000, 10_000)
     };
 
     // Memory first, on a fresh daemon.
@@ -488,6 +604,35 @@ async fn run() -> (Vec<Row>, u64) {
         ),
         target: "<= 1.5x".into(),
         pass: Some(full_p50 <= 1.5 * empty_p50),
+    });
+
+    let (rate, e) = run_nodes(&socket, 1000, 4, false).await;
+    errors += e;
+    rows.push(Row {
+        name: "1,000 independent nodes, 4 workers",
+        figure: format!("{rate:.0} nodes/s"),
+        target: ">= 5,000 /s".into(),
+        pass: Some(rate >= 5_000.0),
+    });
+    let (rate, e) = run_nodes(&socket, 200, 1, true).await;
+    errors += e;
+    rows.push(Row {
+        name: "200-node chain, 1 worker",
+        figure: format!("{rate:.0} nodes/s"),
+        target: ">= 1,500 /s".into(),
+        pass: Some(rate >= 1_500.0),
+    });
+    let before = acquire_node_latency(&socket, probes / 10).await;
+    finish_tasks(&socket, finished_tasks).await;
+    let after = acquire_node_latency(&socket, probes / 10).await;
+    rows.push(Row {
+        name: "AcquireNextNode, before vs after finished tasks",
+        figure: format!(
+            "p50 {before:.0} us vs {after:.0} us with {finished_tasks} more ({:.2}x)",
+            after / before
+        ),
+        target: "no growth".into(),
+        pass: Some(after <= 1.5 * before),
     });
 
     let (mut lines, mut w) = connect(&socket).await;
