@@ -415,14 +415,7 @@ impl WriterLoop {
                 tracing::error!(%err, "cannot reload node leases after a failed write");
             }
         }
-        for (reply, result) in answers {
-            if let Some(reply) = reply {
-                let _ = reply.send(result);
-            }
-        }
-        for (reply, result) in deferred {
-            let _ = reply.send(result);
-        }
+        // Figures first: a client that reads Metrics after its answer sees this batch.
         self.stats
             .live_locks
             .store(self.locks.live() as u64, Ordering::Relaxed);
@@ -432,6 +425,14 @@ impl WriterLoop {
         self.stats
             .node_waiters
             .store(self.tasks.waiting() as u64, Ordering::Relaxed);
+        for (reply, result) in answers {
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+        }
+        for (reply, result) in deferred {
+            let _ = reply.send(result);
+        }
         let next = self.next_deadline();
         self.deadline_tx.send_if_modified(|current| {
             let changed = *current != next;
