@@ -140,7 +140,7 @@ impl Writer {
             head_tx,
         };
         // Leases that lapsed while the daemon was down end before anything is served.
-        writer_loop.recover_locks()?;
+        writer_loop.recover_leases()?;
         let handle = std::thread::Builder::new()
             .name("baton-writer".into())
             .spawn(move || writer_loop.run(rx))
@@ -283,8 +283,8 @@ impl WriterLoop {
         earliest(&mut self.locks, &mut self.tasks)
     }
 
-    /// Ends leases that lapsed while the daemon was down and tracks the rest.
-    fn recover_locks(&mut self) -> Result<()> {
+    /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
+    fn recover_leases(&mut self) -> Result<()> {
         let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
         let tx = self
