@@ -351,6 +351,47 @@ fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
 }
 
 #[test]
+fn a_worker_waiting_on_a_task_that_can_offer_nothing_more_gets_null_at_once() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut waiter = daemon.client();
+    let task_id = register(
+        &mut c,
+        json!([{"id": "a"}, {"id": "b", "dependencies": ["a"]}]),
+    )["task_id"]
+        .clone();
+    let a = next(&mut c, &task_id, "w1");
+    // b waits on a, which is running: the worker queues.
+    waiter.send_line(
+        &json!({"id": 9, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "w2", "wait_ms": 600_000}})
+            .to_string(),
+    );
+    while c.result("Metrics", json!({}))["node_waiters"] != 1 {
+        std::thread::yield_now();
+    }
+    // a fails for good, so b can never run: the queued worker is answered null in the
+    // same commit (figures are published before the answer, so none is left waiting).
+    c.result(
+        "FailNode",
+        json!({"task_id": task_id, "node_id": a["node_id"], "lease_id": a["lease_id"],
+               "error": "boom", "retry": false}),
+    );
+    assert_eq!(c.result("Metrics", json!({}))["node_waiters"], 0);
+    let answer = waiter.read_line();
+    assert_eq!(answer["id"], 9);
+    assert_eq!(answer["result"], Value::Null, "{answer}");
+    // A new wait on the finished task does not hold the worker either: it would block
+    // this connection for ten minutes otherwise, so a read timeout makes that a failure.
+    waiter.set_read_timeout(std::time::Duration::from_secs(60));
+    let none = waiter.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "w2", "wait_ms": 600_000}),
+    );
+    assert_eq!(none, Value::Null);
+    assert_eq!(status(&mut c, &task_id)["task"]["status"], "failed");
+}
+
+#[test]
 fn cancel_task_cancels_unfinished_nodes_and_their_leases() {
     let daemon = Daemon::start();
     let mut c = daemon.client();

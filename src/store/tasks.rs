@@ -402,6 +402,13 @@ pub fn acquire_next(
     if wait_ms == 0 {
         return Ok(Some(None));
     }
+    // A task with nothing runnable and nothing running will never offer a node again:
+    // waiting on it would only hold the worker for wait_ms.
+    if let Some(task_id) = &request.task_id {
+        if !has_running(ctx.conn, task_id)? {
+            return Ok(Some(None));
+        }
+    }
     let Some(reply) = ctx.take_reply() else {
         return Err(Error::Internal(
             "a waiting AcquireNextNode had no reply channel".into(),
@@ -417,7 +424,21 @@ pub fn acquire_next(
     Ok(None)
 }
 
-/// Hands runnable nodes to waiting workers, first come first served.
+/// Whether a node of the task is RUNNING: its outcome may still make other nodes runnable.
+/// With none running and none runnable, nothing of the task can ever be handed out again
+/// (every PENDING node waits on a FAILED or CANCELLED ancestor).
+fn has_running(conn: &Connection, task_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'",
+        )?
+        .query_row([task_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Hands runnable nodes to waiting workers, first come first served; a worker waiting on
+/// a task that can offer nothing more gets null at once.
 fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut i = 0;
     while i < ctx.tasks.waiters.len() {
@@ -433,8 +454,15 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                     grant(ctx, &task_id, &node_id, &waiter.request).and_then(|n| reply(&Some(n)));
                 ctx.deferred.push((waiter.reply, answer));
             }
-            None if filter.is_none() => break, // nothing runnable anywhere
-            None => i += 1,
+            None => match filter {
+                None => break, // nothing runnable anywhere
+                Some(task_id) if !has_running(ctx.conn, &task_id)? => {
+                    let waiter = ctx.tasks.waiters.remove(i).expect("index in range");
+                    ctx.deferred
+                        .push((waiter.reply, reply(&None::<AcquiredNode>)));
+                }
+                Some(_) => i += 1,
+            },
         }
     }
     Ok(())
@@ -616,11 +644,10 @@ pub fn fail(
         )?
         .execute(params![task_id, node_id, state, error, seq, ctx.now_ms])?;
     ctx.tasks.forget(task_id, node_id);
-    if again {
-        serve_waiters(ctx)?;
-    } else if task_status(ctx.conn, task_id)? == "running" {
+    if !again && task_status(ctx.conn, task_id)? == "running" {
         set_task_status(ctx, task_id, "failed")?;
     }
+    serve_waiters(ctx)?;
     Ok(FailNodeResult {
         status: state.to_string(),
         attempts: node.attempts,
@@ -693,6 +720,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult>
     if status == "running" || status == "failed" {
         set_task_status(ctx, task_id, "cancelled")?;
     }
+    serve_waiters(ctx)?;
     Ok(CancelTaskResult {
         task_id: task_id.to_string(),
         status: task_status(ctx.conn, task_id)?,

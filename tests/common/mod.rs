@@ -204,6 +204,11 @@ impl Client {
         }
     }
 
+    /// Makes a read that waits longer than `timeout` fail the test instead of hanging it.
+    pub fn set_read_timeout(&mut self, timeout: std::time::Duration) {
+        self.writer.set_read_timeout(Some(timeout)).unwrap();
+    }
+
     pub fn send_line(&mut self, line: &str) {
         self.send_raw(format!("{line}\n").as_bytes());
     }
