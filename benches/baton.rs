@@ -20,6 +20,12 @@ struct Row {
     pass: Option<bool>,
 }
 
+/// Whether the group of benchmarks named `group` runs: all of them unless
+/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks).
+fn only(group: &str) -> bool {
+    std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
+}
+
 fn quick() -> bool {
     std::env::var("BATON_BENCH_QUICK").is_ok_and(|v| v == "1")
 }
@@ -518,122 +524,128 @@ async fn run() -> (Vec<Row>, u64) {
     });
     drop(idle_conns);
 
-    // The ceiling: a bare line echo.
-    let echo_path = dir.path().join("echo.sock");
-    let echo = echo_path.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(echo_server(echo));
-    });
-    while UnixStream::connect(&echo_path).await.is_err() {
-        tokio::task::yield_now().await;
-    }
-    let get: &'static [u8] =
+    if only("state") {
+        // The ceiling: a bare line echo.
+        let echo_path = dir.path().join("echo.sock");
+        let echo = echo_path.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(echo_server(echo));
+        });
+        while UnixStream::connect(&echo_path).await.is_err() {
+            tokio::task::yield_now().await;
+        }
+        let get: &'static [u8] =
         b"{\"id\":1,\"method\":\"Get\",\"params\":{\"namespace\":\"bench\",\"key\":\"small\"}}\n";
-    let (echo_p50, echo_p99) =
-        tokio::task::block_in_place(|| sequential(&echo_path, get, n_seq, &mut 0));
-    rows.push(Row {
-        name: "echo round trip (ceiling)",
-        figure: format!("p50 {echo_p50:.1} us, p99 {echo_p99:.1} us"),
-        target: "-".into(),
-        pass: None,
-    });
+        let (echo_p50, echo_p99) =
+            tokio::task::block_in_place(|| sequential(&echo_path, get, n_seq, &mut 0));
+        rows.push(Row {
+            name: "echo round trip (ceiling)",
+            figure: format!("p50 {echo_p50:.1} us, p99 {echo_p99:.1} us"),
+            target: "-".into(),
+            pass: None,
+        });
 
-    {
-        let (mut lines, mut w) = connect(&socket).await;
-        round_trip(&mut lines, &mut w, b"{\"id\":0,\"method\":\"Set\",\"params\":{\"namespace\":\"bench\",\"key\":\"small\",\"value\":{\"usd\":10000}}}\n").await;
+        {
+            let (mut lines, mut w) = connect(&socket).await;
+            round_trip(&mut lines, &mut w, b"{\"id\":0,\"method\":\"Set\",\"params\":{\"namespace\":\"bench\",\"key\":\"small\",\"value\":{\"usd\":10000}}}\n").await;
+        }
+        let (get_p50, get_p99) =
+            tokio::task::block_in_place(|| sequential(&socket, get, n_seq, &mut errors));
+        rows.push(Row {
+            name: "sequential Get round trip",
+            figure: format!(
+                "p50 {get_p50:.1} us ({:.2}x echo), p99 {get_p99:.1} us",
+                get_p50 / echo_p50
+            ),
+            target: "p50 <= 2.5x echo".into(),
+            pass: Some(get_p50 <= 2.5 * echo_p50),
+        });
+
+        let (cas_rate, cas_errors) = concurrent_cas_sets(&socket, 64, cas_per_conn).await;
+        errors += cas_errors;
+        rows.push(Row {
+            name: "durable CAS Set, 64 connections",
+            figure: format!("{cas_rate:.0} /s"),
+            target: ">= 25,000 /s".into(),
+            pass: Some(cas_rate >= 25_000.0),
+        });
+
+        let (best, median, pipe_errors) = pipelined_sets(&socket, 1000, rounds).await;
+        errors += pipe_errors;
+        rows.push(Row {
+            name: "1,000 pipelined Sets, 1 connection",
+            figure: format!("best {best:.0} /s, median {median:.0} /s"),
+            target: ">= 15,000 /s".into(),
+            pass: Some(median >= 15_000.0),
+        });
     }
-    let (get_p50, get_p99) =
-        tokio::task::block_in_place(|| sequential(&socket, get, n_seq, &mut errors));
-    rows.push(Row {
-        name: "sequential Get round trip",
-        figure: format!(
-            "p50 {get_p50:.1} us ({:.2}x echo), p99 {get_p99:.1} us",
-            get_p50 / echo_p50
-        ),
-        target: "p50 <= 2.5x echo".into(),
-        pass: Some(get_p50 <= 2.5 * echo_p50),
-    });
 
-    let (cas_rate, cas_errors) = concurrent_cas_sets(&socket, 64, cas_per_conn).await;
-    errors += cas_errors;
-    rows.push(Row {
-        name: "durable CAS Set, 64 connections",
-        figure: format!("{cas_rate:.0} /s"),
-        target: ">= 25,000 /s".into(),
-        pass: Some(cas_rate >= 25_000.0),
-    });
+    if only("locks") {
+        let (cycle_rate, cycle_errors) = lock_cycles(&socket, 16, cycles_per_conn).await;
+        errors += cycle_errors;
+        rows.push(Row {
+            name: "lock acquire+release, 16 connections",
+            figure: format!("{cycle_rate:.0} cycles/s"),
+            target: ">= 15,000 /s".into(),
+            pass: Some(cycle_rate >= 15_000.0),
+        });
 
-    let (best, median, pipe_errors) = pipelined_sets(&socket, 1000, rounds).await;
-    errors += pipe_errors;
-    rows.push(Row {
-        name: "1,000 pipelined Sets, 1 connection",
-        figure: format!("best {best:.0} /s, median {median:.0} /s"),
-        target: ">= 15,000 /s".into(),
-        pass: Some(median >= 15_000.0),
-    });
+        let (hand_p50, hand_p99) = hand_off(&socket, hand_rounds, &mut errors).await;
+        rows.push(Row {
+            name: "lock hand-off, release to waiter",
+            figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
+            target: "p50 < 1,000 us".into(),
+            pass: Some(hand_p50 < 1000.0),
+        });
 
-    let (cycle_rate, cycle_errors) = lock_cycles(&socket, 16, cycles_per_conn).await;
-    errors += cycle_errors;
-    rows.push(Row {
-        name: "lock acquire+release, 16 connections",
-        figure: format!("{cycle_rate:.0} cycles/s"),
-        target: ">= 15,000 /s".into(),
-        pass: Some(cycle_rate >= 15_000.0),
-    });
+        let empty_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+        errors += fill_locks(&socket, live_locks).await;
+        let full_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+        rows.push(Row {
+            name: "acquire latency, none vs many held",
+            figure: format!(
+                "p50 {empty_p50:.0} us vs {full_p50:.0} us with {live_locks} ({:.2}x)",
+                full_p50 / empty_p50
+            ),
+            target: "<= 1.5x".into(),
+            pass: Some(full_p50 <= 1.5 * empty_p50),
+        });
+    }
 
-    let (hand_p50, hand_p99) = hand_off(&socket, hand_rounds, &mut errors).await;
-    rows.push(Row {
-        name: "lock hand-off, release to waiter",
-        figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
-        target: "p50 < 1,000 us".into(),
-        pass: Some(hand_p50 < 1000.0),
-    });
-
-    let empty_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
-    errors += fill_locks(&socket, live_locks).await;
-    let full_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
-    rows.push(Row {
-        name: "acquire latency, none vs many held",
-        figure: format!(
-            "p50 {empty_p50:.0} us vs {full_p50:.0} us with {live_locks} ({:.2}x)",
-            full_p50 / empty_p50
-        ),
-        target: "<= 1.5x".into(),
-        pass: Some(full_p50 <= 1.5 * empty_p50),
-    });
-
-    let (rate, e) = run_nodes(&socket, 1000, 4, false).await;
-    errors += e;
-    rows.push(Row {
-        name: "1,000 independent nodes, 4 workers",
-        figure: format!("{rate:.0} nodes/s"),
-        target: ">= 5,000 /s".into(),
-        pass: Some(rate >= 5_000.0),
-    });
-    let (rate, e) = run_nodes(&socket, 200, 1, true).await;
-    errors += e;
-    rows.push(Row {
-        name: "200-node chain, 1 worker",
-        figure: format!("{rate:.0} nodes/s"),
-        target: ">= 1,500 /s".into(),
-        pass: Some(rate >= 1_500.0),
-    });
-    let before = acquire_node_latency(&socket, probes / 10).await;
-    finish_tasks(&socket, finished_tasks).await;
-    let after = acquire_node_latency(&socket, probes / 10).await;
-    rows.push(Row {
-        name: "AcquireNextNode, before vs after finished tasks",
-        figure: format!(
-            "p50 {before:.0} us vs {after:.0} us with {finished_tasks} more ({:.2}x)",
-            after / before
-        ),
-        target: "no growth".into(),
-        pass: Some(after <= 1.5 * before),
-    });
+    if only("tasks") {
+        let (rate, e) = run_nodes(&socket, 1000, 4, false).await;
+        errors += e;
+        rows.push(Row {
+            name: "1,000 independent nodes, 4 workers",
+            figure: format!("{rate:.0} nodes/s"),
+            target: ">= 5,000 /s".into(),
+            pass: Some(rate >= 5_000.0),
+        });
+        let (rate, e) = run_nodes(&socket, 200, 1, true).await;
+        errors += e;
+        rows.push(Row {
+            name: "200-node chain, 1 worker",
+            figure: format!("{rate:.0} nodes/s"),
+            target: ">= 1,500 /s".into(),
+            pass: Some(rate >= 1_500.0),
+        });
+        let before = acquire_node_latency(&socket, probes / 10).await;
+        finish_tasks(&socket, finished_tasks).await;
+        let after = acquire_node_latency(&socket, probes / 10).await;
+        rows.push(Row {
+            name: "AcquireNextNode, before vs after finished tasks",
+            figure: format!(
+                "p50 {before:.0} us vs {after:.0} us with {finished_tasks} more ({:.2}x)",
+                after / before
+            ),
+            target: "no growth".into(),
+            pass: Some(after <= 1.5 * before),
+        });
+    }
 
     let (mut lines, mut w) = connect(&socket).await;
     let metrics: serde_json::Value = serde_json::from_str(
