@@ -3,6 +3,8 @@
 //! Unix socket. See ARCHITECTURE.md for the map.
 
 pub mod app;
+pub mod bridge;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
