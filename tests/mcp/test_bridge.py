@@ -1,0 +1,291 @@
+"""mcp-bridge end to end: the official MCP Python SDK drives bridge processes against a
+real batond, through both the initialize handshake and server/discover."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, ClientSession
+from mcp.client.stdio import stdio_client
+
+from conftest import BIN_DIR, Daemon, bridge_params
+
+LOCKS = {"baton_claim", "baton_heartbeat", "baton_release", "baton_lock_status", "baton_wait", "baton_locks"}
+STATE = {"baton_get", "baton_set", "baton_delete", "baton_list", "baton_history", "baton_txn"}
+TASKS = {
+    "baton_task_register", "baton_task_next", "baton_task_heartbeat", "baton_task_complete",
+    "baton_task_fail", "baton_task_status", "baton_task_event",
+}
+EVENTS = {"baton_events", "baton_publish"}
+
+
+def run(coro: Any) -> Any:
+    return anyio.run(lambda: coro)
+
+
+def text(result: Any) -> str:
+    return " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+def test_the_initialize_handshake_serves_locks_and_state_by_default(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with stdio_client(bridge_params(daemon.socket)) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert "baton_claim" in (init.instructions or "")
+                tools = await session.list_tools()
+                assert {t.name for t in tools.tools} == LOCKS | STATE
+                result = await session.call_tool("baton_set", {"namespace": "p", "key": "k", "value": 1, "expected_version": 0})
+                assert not result.is_error, text(result)
+                assert result.structured_content["version"] == 1
+                assert json.loads(text(result))["version"] == 1  # the text mirrors the result
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "groups,expected",
+    [("tasks", TASKS), ("events", EVENTS), ("state,events", STATE | EVENTS), ("all", LOCKS | STATE | TASKS | EVENTS)],
+)
+def test_server_discover_lists_the_tools_of_each_group(daemon: Daemon, groups: str, expected: set[str]) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", groups)) as client:
+            assert client.session.protocol_version == "2026-07-28"
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == expected
+
+    run(main())
+
+
+def no_type_arrays(schema: Any) -> bool:
+    if isinstance(schema, dict):
+        return not isinstance(schema.get("type"), list) and all(no_type_arrays(v) for v in schema.values())
+    if isinstance(schema, list):
+        return all(no_type_arrays(v) for v in schema)
+    return True
+
+
+def test_schemas_are_simple_and_annotated(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for tool in tools.values():
+                assert tool.input_schema["type"] == "object"
+                assert "properties" in tool.input_schema
+                assert no_type_arrays(tool.input_schema), tool.name
+                assert tool.output_schema and no_type_arrays(tool.output_schema), tool.name
+                assert tool.description and len(tool.description) > 60, tool.name
+            assert tools["baton_get"].annotations.read_only_hint is True
+            assert tools["baton_get"].annotations.idempotent_hint is True
+            assert tools["baton_delete"].annotations.destructive_hint is True
+            assert tools["baton_set"].annotations.read_only_hint is False
+            assert "expected_version" not in tools["baton_set"].input_schema.get("required", [])
+
+    run(main())
+
+
+def test_set_get_and_a_conflict_that_names_the_next_call(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket)) as a, Client(bridge_params(daemon.socket)) as b:
+            created = await a.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": {"usd": 10000}, "expected_version": 0})
+            assert not created.is_error and created.structured_content["version"] == 1
+            got = await b.call_tool("baton_get", {"namespace": "budget", "key": "q3"})
+            assert got.structured_content["value"] == {"usd": 10000}
+            assert got.structured_content["version"] == 1
+            # a writes version 2; b's write based on version 1 must not clobber it.
+            await a.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": {"usd": 4000}, "expected_version": 1})
+            stale = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": {"usd": 9000}, "expected_version": 1})
+            assert stale.is_error
+            assert "baton_get" in text(stale) and "expected_version 2" in text(stale), text(stale)
+            assert stale.structured_content["error"]["actual_value"] == {"usd": 4000}
+            # Forgetting expected_version is refused, with the way out.
+            blind = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": 0})
+            assert blind.is_error and "expected_version" in text(blind) and "force" in text(blind)
+            assert daemon.call("Get", {"namespace": "budget", "key": "q3"})["value"] == {"usd": 4000}
+            forced = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": 0, "force": True})
+            assert not forced.is_error and forced.structured_content["version"] == 3
+            missing = await b.call_tool("baton_get", {"namespace": "budget", "key": "nope"})
+            assert not missing.is_error and missing.structured_content["found"] is False
+            deleted = await b.call_tool("baton_delete", {"namespace": "budget", "key": "q3", "expected_version": 3})
+            assert deleted.structured_content["deleted"] is True
+            history = await a.call_tool("baton_history", {"namespace": "budget", "key": "q3"})
+            assert [h["version"] for h in history.structured_content["history"]] == [4, 3, 2, 1]
+
+    run(main())
+
+
+def test_malformed_calls_and_unknown_tools_are_protocol_errors(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket)) as client:
+            for name, args in [("baton_nope", {}), ("baton_get", {"namespace": "p"}), ("baton_get", {"namespace": "p", "key": 5})]:
+                with pytest.raises(Exception) as caught:
+                    await client.call_tool(name, args)
+                assert "baton" in str(caught.value) or "key" in str(caught.value)
+
+    run(main())
+
+
+def test_claim_busy_release_and_the_next_claimant_sees_the_outcome(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--owner", "alice")) as a, Client(
+            bridge_params(daemon.socket, "--owner", "bob")
+        ) as b:
+            claim = await a.call_tool("baton_claim", {"resource_key": "file:./src//lib.rs"})
+            assert not claim.is_error, text(claim)
+            lease = claim.structured_content
+            assert lease["status"] == "acquired" and lease["owner"] == "alice"
+            assert lease["resource_key"] == "file:src/lib.rs"
+            busy = await b.call_tool("baton_claim", {"resource_key": "dir:src"})
+            assert busy.is_error
+            assert "alice" in text(busy) and "baton_wait" in text(busy), text(busy)
+            released = await a.call_tool(
+                "baton_release", {"resource_key": "file:src/lib.rs", "lease_id": lease["lease_id"], "outcome": "modified"}
+            )
+            assert released.structured_content["outcome"] == "modified"
+            again = await b.call_tool("baton_claim", {"resource_key": "file:src/lib.rs"})
+            assert again.structured_content["status"] == "acquired"
+            assert again.structured_content["previous"]["outcome"] == "modified"
+            assert again.structured_content["previous"]["owner"] == "alice"
+            stale = await a.call_tool("baton_heartbeat", {"resource_key": "file:src/lib.rs", "lease_id": lease["lease_id"]})
+            assert stale.is_error and "baton_claim" in text(stale), text(stale)
+
+    run(main())
+
+
+KILLED_CLIENT = textwrap.dedent(
+    """
+    import anyio, os, sys
+    from mcp import Client
+    sys.path.insert(0, {tests!r})
+    from conftest import bridge_params
+    from pathlib import Path
+
+    async def main():
+        async with Client(bridge_params(Path({socket!r}), "--owner", "doomed")) as c:
+            r = await c.call_tool("baton_claim", {{"resource_key": "file:shared.txt"}})
+            assert r.structured_content["status"] == "acquired", r
+            print("claimed", flush=True)
+            sys.stdin.readline()  # hold until killed
+
+    anyio.run(main)
+    """
+)
+
+
+def test_a_killed_client_session_frees_its_lock(daemon: Daemon) -> None:
+    script = KILLED_CLIENT.format(tests=os.path.dirname(__file__), socket=str(daemon.socket))
+    client = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert client.stdout.readline().strip() == b"claimed"
+        assert daemon.call("ResourceLockStatus", {"resource_key": "file:shared.txt"})["status"] == "held"
+        client.kill()
+        client.wait(timeout=30)
+    finally:
+        client.kill()
+
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--owner", "heir")) as c:
+            # Queues behind the dead session's lease, which ends as soon as its bridge goes.
+            r = await c.call_tool("baton_claim", {"resource_key": "file:shared.txt", "wait_ms": 60000})
+            assert r.structured_content["status"] == "acquired", text(r)
+            assert r.structured_content["previous"]["outcome"] == "abandoned"
+            assert r.structured_content["previous"]["owner"] == "doomed"
+
+    run(main())
+
+
+def test_a_cancelled_wait_ends_in_the_daemon_and_takes_nothing(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--owner", "holder")) as a, Client(
+            bridge_params(daemon.socket, "--owner", "waiter")
+        ) as b:
+            lease = (await a.call_tool("baton_claim", {"resource_key": "tool:deploy"})).structured_content
+            progress: list[float] = []
+
+            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                progress.append(done)
+
+            with pytest.raises(Exception):
+                await b.call_tool(
+                    "baton_claim",
+                    {"resource_key": "tool:deploy", "wait_ms": 600000},
+                    read_timeout_seconds=2.5,
+                    progress_callback=on_progress,
+                )
+            assert progress, "a long wait reports progress when asked"
+            deadline = time.monotonic() + 30
+            while daemon.call("Metrics")["locks"]["waiting"] != 0:
+                assert time.monotonic() < deadline, "the cancelled claim still waits in batond"
+                await anyio.sleep(0.01)
+            await a.call_tool("baton_release", {"resource_key": "tool:deploy", "lease_id": lease["lease_id"]})
+            status = await a.call_tool("baton_lock_status", {"resource_key": "tool:deploy"})
+            assert status.structured_content["status"] == "available"
+
+    run(main())
+
+
+def test_the_bridge_exits_when_stdin_closes(daemon: Daemon) -> None:
+    bridge = subprocess.Popen(
+        [str(BIN_DIR / "mcp-bridge"), "--socket", str(daemon.socket)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    init = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    }
+    bridge.stdin.write((json.dumps(init) + "\n").encode())
+    bridge.stdin.flush()
+    answer = json.loads(bridge.stdout.readline())
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "baton-mcp-bridge"
+    bridge.stdin.close()
+    assert bridge.wait(timeout=10) == 0
+    assert bridge.stdout.read() == b"", "stdout carries only MCP messages"
+
+
+def test_an_unreachable_daemon_is_a_tool_error_that_says_how_to_start_it(tmp_path: Any) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(tmp_path / "absent.sock")) as client:
+            result = await client.call_tool("baton_get", {"namespace": "p", "key": "k"})
+            assert result.is_error
+            assert "batond is not running" in text(result) and "start" in text(result).lower()
+
+    run(main())
+
+
+def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "tasks,events", "--owner", "worker")) as w:
+            reg = await w.call_tool(
+                "baton_task_register",
+                {"goal": "ship", "nodes": [{"id": "write"}, {"id": "review", "dependencies": ["write"]}]},
+            )
+            task_id = reg.structured_content["task_id"]
+            first = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
+            assert first["status"] == "acquired" and first["node_id"] == "write" and first["lease_owner"] == "worker"
+            none = await w.call_tool("baton_task_next", {"task_id": task_id})
+            assert none.structured_content == {"status": "none"}
+            await w.call_tool("baton_task_event", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "action_type": "draft", "payload": {"words": 10}})
+            await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "result": "draft v1"})
+            second = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
+            assert second["context"]["dependency_results"] == {"write": "draft v1"}
+            stale = await w.call_tool("baton_task_heartbeat", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"]})
+            assert stale.is_error and "baton_task_next" in text(stale), text(stale)
+            await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "review", "lease_id": second["lease_id"]})
+            status = await w.call_tool("baton_task_status", {"task_id": task_id})
+            assert status.structured_content["task"]["status"] == "completed"
+            events = await w.call_tool("baton_events", {"task_id": task_id})
+            assert "draft" in [e["type"] for e in events.structured_content["events"]]
+            published = await w.call_tool("baton_publish", {"topic": "review", "payload": {"ok": True}})
+            assert published.structured_content["event_seq"] > 0
+
+    run(main())
