@@ -316,9 +316,9 @@ fn a_lease_that_lapses_while_the_daemon_is_down_rolls_back_at_start_up() {
     assert_eq!(next(&mut c, &task_id, "w2")["attempt"], 2);
 }
 
-#[test]
-fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
-    let daemon = Daemon::start();
+/// Registers a -> b, leases a to w1 on `c`, and queues `waiter` (request id 7) for the
+/// task's next node; returns once the daemon counts the waiter.
+fn b_waits_on_a_running(daemon: &Daemon) -> (Client, Client, Value, Value) {
     let mut c = daemon.client();
     let mut waiter = daemon.client();
     let task_id = register(
@@ -328,12 +328,19 @@ fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
         .clone();
     let a = next(&mut c, &task_id, "w1");
     waiter.send_line(
-        &json!({"id": 7, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "w2", "wait_ms": 60_000}})
+        &json!({"id": 7, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "w2", "wait_ms": 600_000}})
             .to_string(),
     );
     while c.result("Metrics", json!({}))["node_waiters"] != 1 {
         std::thread::yield_now();
     }
+    (c, waiter, task_id, a)
+}
+
+#[test]
+fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
+    let daemon = Daemon::start();
+    let (mut c, mut waiter, task_id, a) = b_waits_on_a_running(&daemon);
     complete(&mut c, &a, json!("A"));
     let answer = waiter.read_line();
     assert_eq!(answer["id"], 7);
@@ -353,22 +360,7 @@ fn a_waiting_worker_gets_the_node_the_moment_its_dependency_completes() {
 #[test]
 fn a_worker_waiting_on_a_task_that_can_offer_nothing_more_gets_null_at_once() {
     let daemon = Daemon::start();
-    let mut c = daemon.client();
-    let mut waiter = daemon.client();
-    let task_id = register(
-        &mut c,
-        json!([{"id": "a"}, {"id": "b", "dependencies": ["a"]}]),
-    )["task_id"]
-        .clone();
-    let a = next(&mut c, &task_id, "w1");
-    // b waits on a, which is running: the worker queues.
-    waiter.send_line(
-        &json!({"id": 9, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "w2", "wait_ms": 600_000}})
-            .to_string(),
-    );
-    while c.result("Metrics", json!({}))["node_waiters"] != 1 {
-        std::thread::yield_now();
-    }
+    let (mut c, mut waiter, task_id, a) = b_waits_on_a_running(&daemon);
     // a fails for good, so b can never run: the queued worker is answered null in the
     // same commit (figures are published before the answer, so none is left waiting).
     c.result(
@@ -378,7 +370,7 @@ fn a_worker_waiting_on_a_task_that_can_offer_nothing_more_gets_null_at_once() {
     );
     assert_eq!(c.result("Metrics", json!({}))["node_waiters"], 0);
     let answer = waiter.read_line();
-    assert_eq!(answer["id"], 9);
+    assert_eq!(answer["id"], 7);
     assert_eq!(answer["result"], Value::Null, "{answer}");
     // A new wait on the finished task does not hold the worker either: it would block
     // this connection for ten minutes otherwise, so a read timeout makes that a failure.
