@@ -338,7 +338,12 @@ impl Bridge {
                     "conflict" => {
                         let actual = data["actual_version"].as_u64().unwrap_or(0);
                         let (ns, key) = (arg("namespace"), arg("key"));
-                        if actual == 0 {
+                        if actual == 0 && tool.method == "Delete" {
+                            format!(
+                                "{ns}/{key} does not exist (you expected version {}): there is nothing to delete. Call baton_get to check.",
+                                data["expected_version"]
+                            )
+                        } else if actual == 0 {
                             format!(
                                 "Version conflict on {ns}/{key}: it does not exist (you expected version {}). Call baton_get to check, then retry {} with expected_version 0 to create it.",
                                 data["expected_version"], tool.name
