@@ -289,3 +289,32 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             assert published.structured_content["event_seq"] > 0
 
     run(main())
+
+
+def test_txn_and_wait_through_the_bridge(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--owner", "a")) as a, Client(
+            bridge_params(daemon.socket, "--owner", "b")
+        ) as b:
+            ops = [
+                {"op": "set", "namespace": "order", "key": "items", "value": ["book"]},
+                {"op": "set", "namespace": "order", "key": "price", "value": 12},
+            ]
+            done = await a.call_tool("baton_txn", {"compare": [{"namespace": "order", "key": "items", "version": 0}], "ops": ops})
+            assert not done.is_error and len(done.structured_content["results"]) == 2
+            again = await b.call_tool("baton_txn", {"compare": [{"namespace": "order", "key": "items", "version": 0}], "ops": ops})
+            assert again.is_error and "baton_get" in text(again), text(again)
+            assert daemon.call("Get", {"namespace": "order", "key": "price"})["version"] == 1
+
+            lease = (await a.call_tool("baton_claim", {"resource_key": "artifact:report"})).structured_content
+            timeout = await b.call_tool("baton_wait", {"resource_key": "artifact:report", "timeout_ms": 50})
+            assert timeout.structured_content["status"] == "timeout"
+            assert timeout.structured_content["held_by"]["owner"] == "a"
+
+            # (batond's own tests cover a wait woken by the release; here the bridge's path.)
+            await a.call_tool("baton_release", {"resource_key": "artifact:report", "lease_id": lease["lease_id"], "outcome": "created"})
+            free = await b.call_tool("baton_wait", {"resource_key": "artifact:report", "timeout_ms": 60000})
+            assert free.structured_content["status"] == "available", text(free)
+            assert free.structured_content["previous"]["outcome"] == "created"
+
+    run(main())
