@@ -60,7 +60,7 @@ impl Connection {
     }
 
     /// Sends `method` with `params` and returns the `result` of its answer.
-    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
+    pub async fn call(&mut self, method: &str, params: &Value) -> Result<Value, CallError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut request = json!({"id": id, "method": method, "params": params}).to_string();

@@ -117,7 +117,7 @@ impl Bridge {
                 *main = Some(Connection::connect(&self.socket).await?);
             }
             let conn = main.as_mut().expect("connected above");
-            match tokio::time::timeout(CALL_TIMEOUT, conn.call(method, params.clone())).await {
+            match tokio::time::timeout(CALL_TIMEOUT, conn.call(method, &params)).await {
                 Ok(Err(CallError::NotSent(e))) => {
                     *main = None;
                     if attempt == 1 {
@@ -155,7 +155,7 @@ impl Bridge {
         let started = Instant::now();
         let progress = context.meta.get_progress_token();
         let answer = {
-            let call = conn.call(method, params);
+            let call = conn.call(method, &params);
             tokio::pin!(call);
             let mut ticker = tokio::time::interval(PROGRESS_EVERY);
             ticker.tick().await;
@@ -257,13 +257,28 @@ impl Bridge {
         } else {
             self.call_main(tool.method, params).await
         };
+        if tool.kind == Kind::Release {
+            let lease_over = match &answer {
+                Ok(_) => true,
+                Err(CallError::Daemon { kind, .. }) => kind == "lease_invalid",
+                Err(_) => false,
+            };
+            if let (true, Some(lease)) = (lease_over, args.get("lease_id").and_then(Value::as_str))
+            {
+                // The lease is over: the connection a waited-for claim parked it on can go.
+                self.parked
+                    .lock()
+                    .expect("parked connections")
+                    .remove(lease);
+            }
+        }
         match answer {
-            Ok(value) => self.success(tool, &args, value),
+            Ok(value) => self.success(tool, value),
             Err(err) => self.error(tool, &args, err),
         }
     }
 
-    fn success(&self, tool: &Tool, args: &Map<String, Value>, value: Value) -> CallToolResult {
+    fn success(&self, tool: &Tool, value: Value) -> CallToolResult {
         match tool.kind {
             Kind::Claim if value["status"] == "busy" => {
                 let holder = &value["held_by"];
@@ -278,15 +293,6 @@ impl Bridge {
                     }
                 );
                 return failure(hint, Some(value));
-            }
-            Kind::Release => {
-                if let Some(lease) = args.get("lease_id").and_then(Value::as_str) {
-                    // The lease is over: the connection it was parked on can go.
-                    self.parked
-                        .lock()
-                        .expect("parked connections")
-                        .remove(lease);
-                }
             }
             Kind::NextNode => {
                 let value = match value {
