@@ -63,7 +63,10 @@ impl Connection {
     pub async fn call(&mut self, method: &str, params: &Value) -> Result<Value, CallError> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut request = json!({"id": id, "method": method, "params": params}).to_string();
+        let mut request = format!(
+            "{{\"id\":{id},\"method\":{},\"params\":{params}}}",
+            Value::from(method)
+        );
         request.push('\n');
         self.writer
             .write_all(request.as_bytes())
