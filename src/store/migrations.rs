@@ -28,6 +28,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_tasks",
         sql: include_str!("../../migrations/0003_tasks.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_task_progress",
+        sql: include_str!("../../migrations/0004_task_progress.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -126,5 +131,41 @@ mod tests {
             matches!(err, MigrationError::TooNew { found: 999, .. }),
             "{err}"
         );
+    }
+
+    #[test]
+    fn task_progress_counts_the_unfinished_nodes_of_existing_tasks() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,
+                                             applied_at INTEGER NOT NULL)",
+        )
+        .unwrap();
+        for m in MIGRATIONS.iter().filter(|m| m.version <= 3) {
+            conn.execute_batch(m.sql).unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?1, ?2, 0)",
+                params![m.version, m.name],
+            )
+            .unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO tasks VALUES ('t', 'goal', NULL, 'running', 0, 0, 1);
+             INSERT INTO nodes (task_id, node_id, position, dependencies, max_attempts, state,
+                                remaining_deps, updated_at)
+             VALUES ('t', 'a', 0, '[]', 1, 'COMPLETED', 0, 0),
+                    ('t', 'b', 1, '[\"a\"]', 1, 'RUNNING', 0, 0),
+                    ('t', 'c', 2, '[\"b\"]', 1, 'PENDING', 1, 0);",
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let unfinished: i64 = conn
+            .query_row(
+                "SELECT unfinished_nodes FROM tasks WHERE task_id = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(unfinished, 2);
     }
 }

@@ -218,10 +218,11 @@ pub fn register(
     let seq = event(ctx, "task.registered", None, &task_id, None, &data)?;
     ctx.conn
         .prepare_cached(
-            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5)",
+            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
+                                unfinished_nodes)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)",
         )?
-        .execute(params![task_id, goal, context, ctx.now_ms, seq])?;
+        .execute(params![task_id, goal, context, ctx.now_ms, seq, nodes.len()])?;
     let mut insert = ctx.conn.prepare_cached(
         "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                             state, remaining_deps, runnable_since, updated_at)
@@ -600,11 +601,14 @@ pub fn complete(
                    (SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2)",
         )?
         .execute(params![task_id, node_id, seq])?;
-    let unfinished: i64 = ctx
+    let (unfinished, status): (i64, String) = ctx
         .conn
-        .prepare_cached("SELECT COUNT(*) FROM nodes WHERE task_id = ?1 AND state != 'COMPLETED'")?
-        .query_row([task_id], |r| r.get(0))?;
-    if unfinished == 0 && task_status(ctx.conn, task_id)? == "running" {
+        .prepare_cached(
+            "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = ?1
+             RETURNING unfinished_nodes, status",
+        )?
+        .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if unfinished == 0 && status == "running" {
         set_task_status(ctx, task_id, "completed")?;
     }
     serve_waiters(ctx)?;
@@ -878,7 +882,7 @@ pub fn status(conn: &Connection, task_id: &str) -> Result<TaskStatusResult> {
 pub fn list(conn: &Connection, status: Option<&str>, limit: u64) -> Result<ListTasksResult> {
     let mut stmt = conn.prepare_cached(
         "SELECT task_id, goal, status, created_at, updated_at FROM tasks
-         WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2",
+         WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2 + 0",
     )?;
     let tasks = stmt
         .query_map(params![status, limit], summary)?
