@@ -75,7 +75,7 @@ pub fn read(
     let head = head_seq(conn)?;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
-         WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4",
+         WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4 + 0",
     )?;
     let mut rows = stmt.query(params![since_seq, head, filter.task_id, SCAN_BUDGET])?;
     let mut events = Vec::new();
@@ -123,10 +123,14 @@ pub fn read(
 }
 
 /// The last `limit` events of a task, oldest first.
+///
+/// `LIMIT ?n + 0` (here and in the other paged queries): SQLite plans a bare bound LIMIT
+/// with its value and so re-prepares the statement at every bind; an expression keeps the
+/// cached plan.
 pub fn recent_for_task(conn: &Connection, task_id: &str, limit: u64) -> Result<Vec<Event>> {
     let mut stmt = conn.prepare_cached(
         "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
-         WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+         WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0",
     )?;
     let mut rows = stmt.query(params![task_id, limit])?;
     let mut events = Vec::new();

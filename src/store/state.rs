@@ -275,7 +275,7 @@ pub fn list(
         "SELECT key, value, version, revision, updated_by, updated_at FROM records
          WHERE namespace = ?1 AND deleted = 0 AND key >= ?2 AND (?3 IS NULL OR key > ?3)
            AND substr(key, 1, length(?2)) = ?2
-         ORDER BY key LIMIT ?4",
+         ORDER BY key LIMIT ?4 + 0",
     )?;
     let rows = stmt.query_map(params![namespace, prefix, after, limit + 1], |r| {
         Ok((r.get::<_, String>(0)?, record_state(r, 1)?))
@@ -305,7 +305,7 @@ pub fn history(
     let mut stmt = conn.prepare_cached(
         "SELECT version, value, updated_by, updated_at, revision, deleted FROM history
          WHERE namespace = ?1 AND key = ?2 AND (?3 IS NULL OR version < ?3)
-         ORDER BY version DESC LIMIT ?4",
+         ORDER BY version DESC LIMIT ?4 + 0",
     )?;
     let rows = stmt.query_map(params![namespace, key, before_version, limit], |r| {
         Ok((

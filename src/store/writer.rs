@@ -453,9 +453,7 @@ impl WriterLoop {
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
         let start_revision = self.revision;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = BatchTx::begin(&self.conn)?;
         // Leases and waits that are due end first, so no request sees a dead holder.
         if earliest(&mut self.locks, &mut self.tasks).is_some_and(|at| at <= mono_now) {
             let mut no_reply = None;
@@ -521,6 +519,44 @@ impl WriterLoop {
                 .execute([self.revision])?;
         }
         Ok(tx.commit()?)
+    }
+}
+
+/// A batch's write transaction, begun and committed through cached statements (rusqlite's
+/// `Transaction` parses `BEGIN` and `COMMIT` anew for every batch). Rolls back on drop
+/// unless committed.
+struct BatchTx<'c> {
+    conn: &'c Connection,
+}
+
+impl<'c> BatchTx<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(BatchTx { conn })
+    }
+
+    fn commit(self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for BatchTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for BatchTx<'_> {
+    fn drop(&mut self) {
+        // Still inside the transaction: it was not committed (or COMMIT failed).
+        if !self.conn.is_autocommit() {
+            if let Err(err) = self.conn.execute_batch("ROLLBACK") {
+                tracing::error!(%err, "cannot roll back a failed batch");
+            }
+        }
     }
 }
 
