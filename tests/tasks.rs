@@ -494,3 +494,57 @@ fn an_agentd_style_client_runs_a_three_node_dag_unchanged() {
         "completed"
     );
 }
+
+/// The context's recent events are the task's last BATON_CONTEXT_EVENT_LIMIT journal
+/// events, exactly as ReadEvents returns them, however many arrive between acquisitions
+/// (the writer keeps them in memory; this checks the copy never drifts from the journal).
+#[test]
+fn recent_events_are_the_last_events_of_the_task_as_stored() {
+    let daemon = Daemon::start_with(&["--context-event-limit", "3"]);
+    let mut c = daemon.client();
+    let chain = json!([
+        {"id": "a"},
+        {"id": "b", "dependencies": ["a"]},
+        {"id": "c", "dependencies": ["b"]},
+        {"id": "d", "dependencies": ["c"]},
+    ]);
+    let task_id = register(&mut c, chain.clone())["task_id"].clone();
+    let other = register(&mut c, chain)["task_id"].clone();
+    let last_three = |c: &mut Client| {
+        let events = c.result("ReadEvents", json!({"since_seq": 0, "task_id": task_id}))["events"]
+            .as_array()
+            .unwrap()
+            .clone();
+        events[events.len().saturating_sub(3)..].to_vec()
+    };
+    for round in 0..4 {
+        let node = next(&mut c, &task_id, "w");
+        let recent = node["context"]["recent_events"].as_array().unwrap().clone();
+        let stored = last_three(&mut c);
+        assert_eq!(recent, stored, "round {round}");
+        // Round 0 has only task.registered and node.acquired: fewer than the limit.
+        assert_eq!(
+            recent.len(),
+            if round == 0 { 2 } else { 3 },
+            "round {round}"
+        );
+        // Events of another task and refused calls never show up.
+        let o = next(&mut c, &other, "x");
+        complete(&mut c, &o, json!(null));
+        let err = c.error(
+            "CommitEvent",
+            json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": "stale",
+                   "action_type": "note", "payload": {}}),
+        );
+        assert_error(&err, 410, "lease_invalid");
+        for i in 0..round {
+            c.result(
+                "CommitEvent",
+                json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"],
+                       "action_type": "note", "payload": {"i": i}}),
+            );
+        }
+        complete(&mut c, &node, json!({"round": round}));
+    }
+    assert_eq!(status(&mut c, &task_id)["task"]["status"], "completed");
+}

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::store::tasks as sql;
@@ -80,7 +81,8 @@ pub struct NodeContext {
     #[schemars(with = "BTreeMap<String, serde_json::Value>")]
     pub dependency_results: BTreeMap<String, Json>,
     /// The task's last BATON_CONTEXT_EVENT_LIMIT journal events, oldest first.
-    pub recent_events: Vec<Event>,
+    #[schemars(with = "Vec<Event>")]
+    pub recent_events: Vec<std::sync::Arc<RawValue>>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -1,6 +1,9 @@
 //! SQL for the journal: appending an event inside the writer's transaction, and reading
 //! events back with filters.
 
+use std::collections::VecDeque;
+use std::sync::Arc;
+
 use rusqlite::{params, Connection};
 use serde_json::value::RawValue;
 
@@ -122,20 +125,24 @@ pub fn read(
     Ok((events, next))
 }
 
-/// The last `limit` events of a task, oldest first.
+/// The last `limit` events of a task, oldest first, serialized.
 ///
 /// `LIMIT ?n + 0` (here and in the other paged queries): SQLite plans a bare bound LIMIT
 /// with its value and so re-prepares the statement at every bind; an expression keeps the
 /// cached plan.
-pub fn recent_for_task(conn: &Connection, task_id: &str, limit: u64) -> Result<Vec<Event>> {
+pub fn recent_for_task(
+    conn: &Connection,
+    task_id: &str,
+    limit: u64,
+) -> Result<VecDeque<(i64, Arc<RawValue>)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
          WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0",
     )?;
     let mut rows = stmt.query(params![task_id, limit])?;
-    let mut events = Vec::new();
+    let mut events = VecDeque::new();
     while let Some(row) = rows.next()? {
-        events.push(Event {
+        let event = Event {
             seq: row.get(0)?,
             kind: row.get(1)?,
             at: format_ms(row.get(2)?),
@@ -146,10 +153,32 @@ pub fn recent_for_task(conn: &Connection, task_id: &str, limit: u64) -> Result<V
             task_id: row.get(7)?,
             node_id: row.get(8)?,
             data: RawValue::from_string(row.get(9)?)?,
-        });
+        };
+        events.push_front((event.seq as i64, serialized(&event)?));
     }
-    events.reverse();
     Ok(events)
+}
+
+/// An event as it is sent, for the in-memory copy of a task's recent events.
+pub fn serialized(event: &Event) -> Result<Arc<RawValue>> {
+    Ok(serde_json::value::to_raw_value(event)?.into())
+}
+
+/// The event `append` stores, as it is sent.
+pub fn appended(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<Arc<RawValue>> {
+    let owned = |s: Option<&str>| s.map(str::to_string);
+    serialized(&Event {
+        seq: seq as u64,
+        kind: event.kind.to_string(),
+        at: format_ms(ctx.now_ms),
+        actor: owned(event.actor),
+        namespace: owned(event.namespace),
+        key: owned(event.key),
+        resource_key: owned(event.resource_key),
+        task_id: owned(event.task_id),
+        node_id: owned(event.node_id),
+        data: RawValue::from_string(event.data.to_string())?,
+    })
 }
 
 /// The oldest seq still stored (1 when nothing was ever compacted), or None if empty.

@@ -7,6 +7,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -59,6 +60,10 @@ enum Due {
     },
 }
 
+/// Tasks whose recent events the writer keeps in memory at most (each at most
+/// BATON_CONTEXT_EVENT_LIMIT events); others are read from the journal when asked.
+const RECENT_TASKS: usize = 256;
+
 /// The writer's in-memory task state.
 #[derive(Default)]
 pub struct TaskState {
@@ -67,6 +72,13 @@ pub struct TaskState {
     waiters: VecDeque<Waiter>,
     deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
     next_id: u64,
+    /// The last events of tasks that nodes were recently handed out from, serialized, so
+    /// AcquireNextNode does not read and re-serialize them from the journal every time.
+    /// Exactly what the journal holds: an entry a rolled-back request touched is dropped.
+    recent: HashMap<String, VecDeque<(i64, Arc<RawValue>)>>,
+    recent_limit: usize,
+    /// Tasks whose `recent` entry the current request changed.
+    touched: Vec<String>,
 }
 
 impl TaskState {
@@ -115,6 +127,69 @@ impl TaskState {
         self.waiters.len()
     }
 
+    /// A request starts: nothing it changes is known yet.
+    pub fn begin_request(&mut self) {
+        self.touched.clear();
+    }
+
+    /// The request was rolled back: forget what it did to the recent events.
+    pub fn request_rolled_back(&mut self) {
+        for task_id in self.touched.drain(..) {
+            self.recent.remove(&task_id);
+        }
+    }
+
+    /// The task's last `limit` events, oldest first.
+    fn recent_events(
+        &mut self,
+        conn: &Connection,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<Vec<Arc<RawValue>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        if self.recent_limit != limit as usize {
+            self.recent.clear();
+            self.recent_limit = limit as usize;
+        }
+        if !self.recent.contains_key(task_id) {
+            let events = journal::recent_for_task(conn, task_id, limit)?;
+            if self.recent.len() >= RECENT_TASKS {
+                let evict = self.recent.keys().next().cloned();
+                if let Some(evict) = evict {
+                    self.recent.remove(&evict);
+                }
+            }
+            self.recent.insert(task_id.to_string(), events);
+            self.touched.push(task_id.to_string());
+        }
+        Ok(self.recent[task_id]
+            .iter()
+            .map(|(_, event)| event.clone())
+            .collect())
+    }
+
+    /// Whether the task's recent events are kept (and so must see every new one).
+    fn keeps_recent(&self, task_id: &str) -> bool {
+        self.recent.contains_key(task_id)
+    }
+
+    fn note_event(&mut self, task_id: &str, seq: i64, event: Arc<RawValue>) {
+        if let Some(events) = self.recent.get_mut(task_id) {
+            events.push_back((seq, event));
+            while events.len() > self.recent_limit {
+                events.pop_front();
+            }
+            self.touched.push(task_id.to_string());
+        }
+    }
+
+    /// A finished task hands out no more nodes.
+    fn task_finished(&mut self, task_id: &str) {
+        self.recent.remove(task_id);
+    }
+
     pub fn running(&self) -> usize {
         self.leases.len()
     }
@@ -128,6 +203,7 @@ impl TaskState {
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<rusqlite::Result<_>>()?;
         self.leases.clear();
+        self.recent.clear();
         self.deadlines
             .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
         for (task_id, node_id, lease_id, expires_at) in rows {
@@ -192,18 +268,19 @@ fn event(
     data: &str,
 ) -> Result<i64> {
     let seq = ctx.next_revision();
-    journal::append(
-        ctx,
-        seq,
-        &NewEvent {
-            kind,
-            actor,
-            task_id: Some(task_id),
-            node_id,
-            data,
-            ..NewEvent::default()
-        },
-    )?;
+    let event = NewEvent {
+        kind,
+        actor,
+        task_id: Some(task_id),
+        node_id,
+        data,
+        ..NewEvent::default()
+    };
+    journal::append(ctx, seq, &event)?;
+    if ctx.tasks.keeps_recent(task_id) {
+        let serialized = journal::appended(ctx, seq, &event)?;
+        ctx.tasks.note_event(task_id, seq, serialized);
+    }
     Ok(seq)
 }
 
@@ -371,7 +448,9 @@ fn grant(
             goal,
             task_context: raw(task_context)?,
             dependency_results,
-            recent_events: journal::recent_for_task(ctx.conn, task_id, request.event_limit)?,
+            recent_events: ctx
+                .tasks
+                .recent_events(ctx.conn, task_id, request.event_limit)?,
         },
     })
 }
@@ -555,6 +634,7 @@ fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: &str) -> Resul
         .execute(params![task_id, status, ctx.now_ms])?;
     let data = serde_json::json!({"status": status}).to_string();
     event(ctx, &format!("task.{status}"), None, task_id, None, &data)?;
+    ctx.tasks.task_finished(task_id);
     Ok(())
 }
 

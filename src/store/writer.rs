@@ -481,6 +481,7 @@ impl WriterLoop {
                     // Cached statements: a savepoint per request costs two cheap steps.
                     tx.prepare_cached("SAVEPOINT request")?.execute([])?;
                     let before = self.revision;
+                    self.tasks.begin_request();
                     let mut ctx = WriteCtx {
                         conn: &tx,
                         revision: &mut self.revision,
@@ -495,6 +496,7 @@ impl WriterLoop {
                     if let Err(err) = &result {
                         // Undo whatever the refused request wrote.
                         self.revision = before;
+                        self.tasks.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
                         tx.prepare_cached("ROLLBACK TO request")?.execute([])?;
                     }
