@@ -395,6 +395,20 @@ async fn register_task(
     answer["result"]["task_id"].clone()
 }
 
+/// The part of an AcquireNextNode answer a worker needs (the rest, such as the context's
+/// recent events, is skipped unparsed, as a typed client would).
+#[derive(serde::Deserialize)]
+struct NodeAnswer {
+    result: Option<AcquiredNode>,
+}
+
+#[derive(serde::Deserialize)]
+struct AcquiredNode {
+    task_id: String,
+    node_id: String,
+    lease_id: String,
+}
+
 /// Nodes per second when `workers` connections loop AcquireNextNode + CompleteNode, the
 /// way a worker that cares about throughput does it: each CompleteNode goes out in one
 /// write together with the next AcquireNextNode (pipelined, answered in order), so both
@@ -417,12 +431,10 @@ async fn run_nodes(path: &Path, n: usize, workers: usize, chain: bool) -> (f64, 
                 );
                 let (mut done, mut errors) = (0u64, 0u64);
                 let answer = round_trip(&mut lines, &mut w, acquire.as_bytes()).await;
-                let mut node: serde_json::Value = serde_json::from_str(&answer).unwrap();
-                while !node["result"].is_null() {
-                    let node_ref = &node["result"];
+                let mut node: NodeAnswer = serde_json::from_str(&answer).unwrap();
+                while let Some(n) = node.result {
                     let mut both = serde_json::json!({"id": 2, "method": "CompleteNode",
-                        "params": {"task_id": node_ref["task_id"], "node_id": node_ref["node_id"],
-                                   "lease_id": node_ref["lease_id"]}})
+                        "params": {"task_id": n.task_id, "node_id": n.node_id, "lease_id": n.lease_id}})
                     .to_string();
                     both.push('\n');
                     both.push_str(&acquire);
