@@ -106,3 +106,110 @@ fn since_seq_zero_replays_from_the_first_event() {
     let first: Value = c.read_line();
     assert_eq!(first["params"]["event"]["seq"], 1);
 }
+
+#[test]
+fn compaction_answers_older_reads_with_416_and_keeps_records() {
+    let mut daemon = Daemon::start();
+    let mut c = daemon.client();
+    for i in 0..10 {
+        c.set("n", &format!("k{i}"), json!(i));
+    }
+    let compacted = c.result("CompactJournal", json!({"before_seq": 6}));
+    assert_eq!(compacted, json!({"oldest_seq": 6, "deleted": 5}));
+    for since in [0, 4] {
+        let err = c.error("ReadEvents", json!({"since_seq": since}));
+        assert_error(&err, 416, "compacted");
+        assert_eq!(err["data"]["oldest_seq"], 6, "{err}");
+    }
+    let rest = c.result("ReadEvents", json!({"since_seq": 5}));
+    assert_eq!(common::u64s(&rest["events"], "seq"), vec![6, 7, 8, 9, 10]);
+    let err = c.error("Subscribe", json!({"since_seq": 2}));
+    assert_error(&err, 416, "compacted");
+    assert_eq!(err["data"]["oldest_seq"], 6);
+    // Records and their history are not part of the journal.
+    assert_eq!(c.get("n", "k0")["value"], 0);
+    let history = c.result("History", json!({"namespace": "n", "key": "k0"}));
+    assert_eq!(history["history"].as_array().unwrap().len(), 1);
+    // Compacting to an older point changes nothing; past the head is refused.
+    let again = c.result("CompactJournal", json!({"before_seq": 3}));
+    assert_eq!(again, json!({"oldest_seq": 6, "deleted": 0}));
+    let err = c.error("CompactJournal", json!({"before_seq": 12}));
+    assert_error(&err, 400, "invalid");
+    // Everything up to the head: the journal is empty, yet still says where it starts.
+    let all = c.result("CompactJournal", json!({"before_seq": 11}));
+    assert_eq!(all, json!({"oldest_seq": 11, "deleted": 5}));
+    assert_eq!(
+        c.result("ReadEvents", json!({"since_seq": 10}))["events"],
+        json!([])
+    );
+    assert_error(
+        &c.error("ReadEvents", json!({"since_seq": 9})),
+        416,
+        "compacted",
+    );
+    daemon.sigterm();
+    daemon.restart();
+    let mut c = daemon.client();
+    assert_error(
+        &c.error("ReadEvents", json!({"since_seq": 0})),
+        416,
+        "compacted",
+    );
+    let metrics = c.result("Metrics", json!({}));
+    assert_eq!(metrics["journal"]["oldest_seq"], 11);
+    assert_eq!(metrics["journal"]["length"], 0);
+    c.set("n", "after", json!(1));
+    let next = c.result("ReadEvents", json!({"since_seq": 10}));
+    assert_eq!(common::u64s(&next["events"], "seq"), vec![11]);
+}
+
+/// A subscriber that stops reading does not hold up writers or grow the daemon's memory:
+/// its subscription ends with where to resume, and resuming there loses nothing.
+#[test]
+fn a_subscriber_that_stops_reading_is_ended_with_where_to_resume() {
+    let daemon = Daemon::start();
+    let mut sub = daemon.client();
+    sub.result("Subscribe", json!({"since_seq": 0}));
+    // Enough events to fill the socket, the connection's buffer and its 1,024-line queue.
+    let mut writer = daemon.client();
+    let big = "x".repeat(1000);
+    let total = 4000;
+    for chunk in 0..total / 200 {
+        for i in 0..200 {
+            let key = format!("k{}", chunk * 200 + i);
+            writer.send_line(
+                &json!({"method": "Set", "params": {"namespace": "n", "key": key, "value": big}})
+                    .to_string(),
+            );
+        }
+        for _ in 0..200 {
+            assert!(writer.read_line().get("result").is_some());
+        }
+    }
+    // Every seq arrives exactly once and in order across subscriptions, each resumed where
+    // the previous one said (a reader slower than the replay may overflow again).
+    let mut expected = 1;
+    let mut ended = 0;
+    while expected <= total {
+        let note = sub.read_line();
+        match note["method"].as_str() {
+            Some("Event") => {
+                assert_eq!(note["params"]["event"]["seq"], expected, "no gap");
+                expected += 1;
+            }
+            Some("SubscriptionEnded") => {
+                assert_eq!(note["params"]["reason"], "overflow", "{note}");
+                let resume = note["params"]["resume_from_seq"].as_u64().unwrap();
+                assert_eq!(
+                    resume,
+                    expected - 1,
+                    "resume after the last event delivered"
+                );
+                ended += 1;
+                sub.result("Subscribe", json!({"since_seq": resume}));
+            }
+            _ => panic!("unexpected line {note}"),
+        }
+    }
+    assert!(ended >= 1, "the reader that stopped was never cut off");
+}

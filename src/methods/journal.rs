@@ -134,7 +134,10 @@ pub fn read_events(conn: &rusqlite::Connection, p: ReadEventsParams) -> Result<R
         resource_prefix: p.resource_prefix,
         task_id: p.task_id,
     };
-    let (events, next_seq) = sql::read(conn, p.since_seq.unwrap_or(0), &filter, limit)?;
+    let since_seq = p.since_seq.unwrap_or(0);
+    let (events, next_seq) = sql::read(conn, since_seq, &filter, limit)?;
+    // Checked after reading: a compaction that ran meanwhile cannot leave a silent gap.
+    sql::check_retained(conn, since_seq)?;
     Ok(ReadEventsResult { events, next_seq })
 }
 
@@ -188,6 +191,37 @@ impl Method for PublishParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct CompactJournalParams {
+    /// Remove every event with a smaller seq (at most the head + 1).
+    pub before_seq: u64,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CompactJournalResult {
+    /// The first seq still kept; ReadEvents and Subscribe accept since_seq >= oldest_seq - 1.
+    pub oldest_seq: u64,
+    /// Events removed by this call.
+    pub deleted: u64,
+}
+
+impl Method for CompactJournalParams {
+    const NAME: &'static str = "CompactJournal";
+    const SUMMARY: &'static str = "Remove journal events before before_seq to bound its size (like etcd's compact); records, their history and tasks are kept. Reads and subscriptions from before it then get 416 with oldest_seq.";
+    type Output = CompactJournalResult;
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            let (oldest_seq, deleted) = sql::compact(ctx, self.before_seq)?;
+            Ok(CompactJournalResult {
+                oldest_seq,
+                deleted,
+            })
+        })
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SubscribeParams {
     /// Replay stored events after this seq first; default: only events from now on.
     pub since_seq: Option<u64>,
@@ -223,21 +257,14 @@ impl Method for SubscribeParams {
     type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
-        let (head, oldest) = app
-            .store
-            .read(|conn| Ok((sql::head_seq(conn)?, sql::oldest_seq(conn)?)))?;
-        let since = self.since_seq.unwrap_or(head);
-        if let Some(oldest) = oldest {
-            if since + 1 < oldest {
-                return Err(Error::Compacted {
-                    message: format!(
-                        "events before seq {oldest} are no longer kept; re-read the state you need, then subscribe with since_seq {}",
-                        oldest - 1
-                    ),
-                    oldest_seq: oldest,
-                });
-            }
-        }
+        let since = app.store.read(|conn| {
+            let since = match self.since_seq {
+                Some(since) => since,
+                None => sql::head_seq(conn)?,
+            };
+            sql::check_retained(conn, since)?;
+            Ok(since)
+        })?;
         let filter = self.filter.unwrap_or_default();
         let id = uuid::Uuid::new_v4().to_string();
         let token = tokio_util::sync::CancellationToken::new();
@@ -321,11 +348,30 @@ async fn stream_events(
             return;
         }
         head.borrow_and_update();
-        let page = app
-            .store
-            .read(|conn| sql::read(conn, last, &filter, SUBSCRIPTION_PAGE));
+        let page = app.store.read(|conn| {
+            let page = sql::read(conn, last, &filter, SUBSCRIPTION_PAGE)?;
+            Ok((page, sql::oldest_seq(conn)?))
+        });
         let (events, next) = match page {
-            Ok(page) => page,
+            Ok((_, oldest)) if last + 1 < oldest => {
+                // Compacted past what this subscriber has seen: it cannot go on gap-free.
+                let end = notification(
+                    "SubscriptionEnded",
+                    serde_json::json!({
+                        "subscription_id": id,
+                        "reason": "compacted",
+                        "resume_from_seq": last,
+                        "oldest_seq": oldest,
+                        "message": format!("events after seq {last} were compacted away before they were delivered; re-read the state you need, then Subscribe with since_seq {}", oldest - 1),
+                    }),
+                );
+                tokio::select! {
+                    _ = notify.send(end) => {}
+                    _ = token.cancelled() => {}
+                }
+                return;
+            }
+            Ok((page, _)) => page,
             Err(err) => {
                 tracing::warn!(%err, subscription = %id, "subscription read failed; retrying");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;

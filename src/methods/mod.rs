@@ -308,6 +308,7 @@ registry!(
     journal::PublishParams,
     journal::SubscribeParams,
     journal::UnsubscribeParams,
+    journal::CompactJournalParams,
     system::DescribeInterfaceParams,
     system::HealthParams,
     system::MetricsParams,

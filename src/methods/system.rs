@@ -123,6 +123,8 @@ pub struct RecordFigures {
 pub struct JournalFigures {
     pub length: u64,
     pub head_seq: u64,
+    /// The first seq still kept (1 until CompactJournal).
+    pub oldest_seq: u64,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -186,6 +188,7 @@ impl Method for MetricsParams {
                 journal: JournalFigures {
                     length: journal::length(conn)?,
                     head_seq,
+                    oldest_seq: journal::oldest_seq(conn)?,
                 },
                 storage: StorageFigures {
                     commits,

@@ -4,11 +4,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::methods::journal::{Event, EventFilter};
 
 use super::writer::WriteCtx;
@@ -181,7 +181,53 @@ pub fn appended(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<Ar
     })
 }
 
-/// The oldest seq still stored (1 when nothing was ever compacted), or None if empty.
-pub fn oldest_seq(conn: &Connection) -> Result<Option<u64>> {
-    Ok(conn.query_row("SELECT MIN(seq) FROM events", [], |r| r.get(0))?)
+/// The first seq the journal still holds events from: 1 until CompactJournal removed older
+/// ones. Events after `oldest_seq - 1` are all there.
+pub fn oldest_seq(conn: &Connection) -> Result<u64> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM meta WHERE name = 'journal_start'")?
+        .query_row([], |r| r.get(0))
+        .optional()?
+        .unwrap_or(1))
+}
+
+/// 416 when events after `since_seq` may have been compacted away.
+pub fn check_retained(conn: &Connection, since_seq: u64) -> Result<()> {
+    let oldest = oldest_seq(conn)?;
+    if since_seq + 1 >= oldest {
+        return Ok(());
+    }
+    Err(Error::Compacted {
+        message: format!(
+            "events before seq {oldest} are no longer kept (CompactJournal); re-read the state you need, then continue with since_seq {}",
+            oldest - 1
+        ),
+        oldest_seq: oldest,
+    })
+}
+
+/// Removes every event before `before_seq`; returns the new oldest seq and how many events
+/// went. Record history and task state are not touched.
+pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
+    let head = ctx.head_revision() as u64;
+    if before_seq > head + 1 {
+        return Err(Error::Invalid(format!(
+            "before_seq {before_seq} is past the journal head {head}; pass at most {}",
+            head + 1
+        )));
+    }
+    let oldest = oldest_seq(ctx.conn)?;
+    if before_seq <= oldest {
+        return Ok((oldest, 0));
+    }
+    let deleted = ctx
+        .conn
+        .prepare_cached("DELETE FROM events WHERE seq < ?1")?
+        .execute([before_seq])?;
+    ctx.conn
+        .prepare_cached("INSERT OR REPLACE INTO meta (name, value) VALUES ('journal_start', ?1)")?
+        .execute([before_seq])?;
+    // The writer's copies of recent task events may include some that are gone now.
+    ctx.tasks.forget_recent();
+    Ok((before_seq, deleted as u64))
 }

@@ -185,6 +185,11 @@ impl TaskState {
         }
     }
 
+    /// Drops every copy of recent events (the journal was compacted).
+    pub fn forget_recent(&mut self) {
+        self.recent.clear();
+    }
+
     /// A finished task hands out no more nodes.
     fn task_finished(&mut self, task_id: &str) {
         self.recent.remove(task_id);
