@@ -55,6 +55,9 @@ impl Store {
         };
         let mut conn = writer::open_writer_connection(path).map_err(open_error)?;
         let schema_version = migrations::migrate(&mut conn, clock.wall_ms())?;
+        if let Err(err) = writer::preallocate_wal(&conn) {
+            tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
+        }
         let (writer, handle) =
             Writer::spawn(conn, clock).map_err(|e| OpenError::Start(e.to_string()))?;
         let manager = SqliteConnectionManager::file(path)
