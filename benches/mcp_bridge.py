@@ -13,12 +13,12 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "mcp"))
-import conftest  # noqa: E402  (the tests' Daemon and bridge parameters)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import batonproc  # noqa: E402  (the tests' Daemon and bridge parameters)
 
 
 async def measure(socket: Path, calls: int) -> tuple[float, float, float, float]:
-    async with Client(conftest.bridge_params(socket)) as client:
+    async with Client(batonproc.bridge_params(socket)) as client:
         await client.call_tool("baton_set", {"namespace": "bench", "key": "k", "value": {"usd": 1}, "force": True})
         gets, sets = [], []
         for _ in range(calls):
@@ -42,10 +42,10 @@ async def measure(socket: Path, calls: int) -> tuple[float, float, float, float]
 
 
 def main() -> None:
-    conftest.BIN_DIR = Path(sys.argv[1])
+    batonproc.BIN_DIR = Path(sys.argv[1])
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     with tempfile.TemporaryDirectory(prefix="baton-mcp-bench-") as home:
-        daemon = conftest.Daemon(Path(home))
+        daemon = batonproc.Daemon(Path(home))
         try:
             get50, get99, set50, set99 = anyio.run(measure, daemon.socket, calls)
         finally:

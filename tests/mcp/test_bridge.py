@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client.stdio import stdio_client
 
-from conftest import BIN_DIR, Daemon, bridge_params
+from batonproc import BIN_DIR, Daemon, bridge_params
 
 LOCKS = {"baton_claim", "baton_heartbeat", "baton_release", "baton_lock_status", "baton_wait", "baton_locks"}
 STATE = {"baton_get", "baton_set", "baton_delete", "baton_list", "baton_history", "baton_txn"}
@@ -165,7 +165,7 @@ KILLED_CLIENT = textwrap.dedent(
     import anyio, os, sys
     from mcp import Client
     sys.path.insert(0, {tests!r})
-    from conftest import bridge_params
+    from batonproc import bridge_params
     from pathlib import Path
 
     async def main():
@@ -181,7 +181,8 @@ KILLED_CLIENT = textwrap.dedent(
 
 
 def test_a_killed_client_session_frees_its_lock(daemon: Daemon) -> None:
-    script = KILLED_CLIENT.format(tests=os.path.dirname(__file__), socket=str(daemon.socket))
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = KILLED_CLIENT.format(tests=tests, socket=str(daemon.socket))
     client = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert client.stdout.readline().strip() == b"claimed"

@@ -1,0 +1,68 @@
+"""Python client for batond, the coordination daemon for multi-agent systems.
+
+    from baton import Client
+    with Client() as c:
+        c.update("campaign", "budget", lambda b: (b or 10_000) - 2_000)
+        with c.lock("file:src/lib.rs", ttl_secs=30) as lease:
+            ...  # edit the file; lease.outcome = "modified"
+"""
+
+from .aio import AsyncClient, AsyncSubscription
+from .client import Client, HeldLock, Pipeline, Subscription
+from .errors import (
+    BatonError,
+    CompactedError,
+    ConflictError,
+    ConnectionLostError,
+    DaemonUnreachableError,
+    IdempotencyConflictError,
+    InternalError,
+    InvalidError,
+    InvalidParamsError,
+    LeaseInvalidError,
+    LeaseLostError,
+    LockBusyError,
+    MethodNotFoundError,
+    NotFoundError,
+    OverloadedError,
+    ProtocolError,
+    RetriesExhaustedError,
+    UnavailableError,
+    ValueTooLargeError,
+)
+from .types import Event, Lease, Node, Page, Record, SetResult
+
+__all__ = [
+    "AsyncClient",
+    "AsyncSubscription",
+    "BatonError",
+    "Client",
+    "CompactedError",
+    "ConflictError",
+    "ConnectionLostError",
+    "DaemonUnreachableError",
+    "Event",
+    "HeldLock",
+    "IdempotencyConflictError",
+    "InternalError",
+    "InvalidError",
+    "InvalidParamsError",
+    "Lease",
+    "LeaseInvalidError",
+    "LeaseLostError",
+    "LockBusyError",
+    "MethodNotFoundError",
+    "Node",
+    "NotFoundError",
+    "OverloadedError",
+    "Page",
+    "Pipeline",
+    "ProtocolError",
+    "Record",
+    "RetriesExhaustedError",
+    "SetResult",
+    "Subscription",
+    "UnavailableError",
+    "ValueTooLargeError",
+]
+__version__ = "0.1.0"

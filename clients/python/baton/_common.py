@@ -1,0 +1,88 @@
+"""What the sync and asyncio clients share: where the socket is, who we are, framing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+from .errors import BatonError, ConflictError, DaemonUnreachableError, from_wire
+
+
+def socket_path(explicit: "Optional[str | os.PathLike[str]]" = None) -> str:
+    """The daemon's socket: the argument, else BATON_SOCKET_PATH, else
+    $BATON_HOME/baton.sock, else ~/.baton/baton.sock."""
+    if explicit:
+        return os.fspath(explicit)
+    if os.environ.get("BATON_SOCKET_PATH"):
+        return os.environ["BATON_SOCKET_PATH"]
+    home = os.environ.get("BATON_HOME") or str(Path.home() / ".baton")
+    return str(Path(home) / "baton.sock")
+
+
+def default_owner() -> str:
+    """BATON_OWNER, else host:pid (unique per process, readable in ListResourceLocks)."""
+    return os.environ.get("BATON_OWNER") or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def unreachable(path: str, err: OSError) -> DaemonUnreachableError:
+    return DaemonUnreachableError(
+        f"batond is not reachable at {path} ({err.strerror or err}); start it with `batond` "
+        "(or `baton` service), or point BATON_SOCKET_PATH at its socket",
+        kind="unreachable",
+    )
+
+
+def encode(request_id: int, method: str, params: Dict[str, Any]) -> bytes:
+    return (json.dumps({"id": request_id, "method": method, "params": params}, separators=(",", ":")) + "\n").encode()
+
+
+def decode(line: bytes, request_id: int) -> Any:
+    """The result of a response line, or raises its typed error."""
+    answer = json.loads(line)
+    if answer.get("id") != request_id:
+        raise BatonError(f"answer to request {answer.get('id')} arrived for {request_id}", kind="protocol")
+    if "error" in answer:
+        raise from_wire(answer["error"])
+    return answer.get("result")
+
+
+def drop_none(**params: Any) -> Dict[str, Any]:
+    """Params without the ones left at None (the daemon's defaults apply)."""
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def lock_params(
+    resource_key: str,
+    owner: str,
+    ttl_secs: Optional[int],
+    wait_ms: Optional[int],
+    metadata: Any,
+    provider: Optional[str],
+    release_on_disconnect: Optional[bool],
+) -> Dict[str, Any]:
+    return drop_none(
+        resource_key=resource_key,
+        owner=owner,
+        ttl_secs=ttl_secs,
+        wait_ms=wait_ms,
+        metadata=metadata,
+        provider=provider,
+        release_on_disconnect=release_on_disconnect,
+    )
+
+
+def conflict_state(err: ConflictError) -> Tuple[Any, int]:
+    """(current value, current version) from a conflict, for the next update attempt."""
+    return (err.current_value if err.current_version else None), err.current_version
+
+
+def node_error(exc: BaseException) -> Dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def heartbeat_interval(ttl_secs: int) -> float:
+    """A third of the lease: two heartbeats may be lost before it lapses."""
+    return max(ttl_secs / 3.0, 0.05)

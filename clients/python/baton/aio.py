@@ -1,0 +1,504 @@
+"""The asyncio client: one persistent connection; concurrent calls are pipelined on it."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+from collections import deque
+from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Tuple, Union
+
+from . import _common
+from .errors import (
+    BatonError,
+    CompactedError,
+    ConflictError,
+    ConnectionLostError,
+    LeaseInvalidError,
+    LockBusyError,
+    NotFoundError,
+    RetriesExhaustedError,
+)
+from .types import Event, Lease, Node, Page, Record, SetResult
+
+MaybeAwaitable = Union[Any, Awaitable[Any]]
+
+
+async def _resolve(value: MaybeAwaitable) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class AsyncClient:
+    """A connection to batond for asyncio code. Calls from many tasks share the one
+    connection and are pipelined (answers come back in request order). A call with
+    `wait_ms` holds later answers until it ends: give a waiting worker its own client."""
+
+    def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None) -> None:
+        self.socket_path = _common.socket_path(socket_path)
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._pending: Deque[Tuple[int, "asyncio.Future[bytes]"]] = deque()
+        self._send_lock: Optional[asyncio.Lock] = None
+        self._read_task: Optional["asyncio.Task[None]"] = None
+        self._next_id = 0
+
+    async def _connect(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.open_unix_connection(self.socket_path, limit=64 * 1024 * 1024)
+        except OSError as err:
+            raise _common.unreachable(self.socket_path, err) from err
+        self._read_task = asyncio.ensure_future(self._read_answers(self._reader))
+
+    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
+        error: Optional[BaseException] = None
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                if not self._pending:
+                    continue  # a notification; this connection takes none
+                _, future = self._pending.popleft()
+                if not future.done():
+                    future.set_result(line)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as err:
+            error = err
+        lost = ConnectionLostError(
+            f"the connection to batond ended before answering ({error or 'closed'}); the request may or may not have taken effect",
+            kind="connection_lost",
+        )
+        self._writer = None
+        while self._pending:
+            _, future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(lost)
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+            self._writer = None
+        if self._read_task is not None:
+            await asyncio.gather(self._read_task, return_exceptions=True)
+            self._read_task = None
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        """Any method by name; returns its result or raises its typed error."""
+        if self._send_lock is None:
+            self._send_lock = asyncio.Lock()
+        async with self._send_lock:
+            if self._writer is None:
+                await self._connect()
+            assert self._writer is not None
+            self._next_id += 1
+            request_id = self._next_id
+            future: "asyncio.Future[bytes]" = asyncio.get_running_loop().create_future()
+            self._pending.append((request_id, future))
+            self._writer.write(_common.encode(request_id, method, params or {}))
+            try:
+                await self._writer.drain()
+            except OSError as err:
+                raise ConnectionLostError(f"could not send to batond ({err})", kind="connection_lost") from err
+        return _common.decode(await future, request_id)
+
+    # -- versioned state -------------------------------------------------------------
+
+    async def get(self, namespace: str, key: str) -> Optional[Record]:
+        r = await self.call("Get", {"namespace": namespace, "key": key})
+        return Record.from_wire(r) if r.get("found") else None
+
+    async def set(
+        self,
+        namespace: str,
+        key: str,
+        value: Any,
+        *,
+        expected_version: Optional[int] = None,
+        updated_by: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> SetResult:
+        params = _common.drop_none(
+            namespace=namespace,
+            key=key,
+            expected_version=expected_version,
+            updated_by=updated_by,
+            idempotency_key=idempotency_key,
+        )
+        params["value"] = value
+        return SetResult.from_wire(await self.call("Set", params))
+
+    async def delete(
+        self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
+    ) -> Dict[str, Any]:
+        return await self.call(
+            "Delete",
+            _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
+        )
+
+    async def list(
+        self, namespace: str, *, prefix: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None
+    ) -> Page:
+        r = await self.call("List", _common.drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after))
+        return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
+
+    async def history(self, namespace: str, key: str, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        r = await self.call("History", _common.drop_none(namespace=namespace, key=key, limit=limit))
+        return list(r["history"])
+
+    async def txn(
+        self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
+    ) -> Dict[str, Any]:
+        return await self.call("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+
+    async def update(
+        self,
+        namespace: str,
+        key: str,
+        fn: Callable[[Any], MaybeAwaitable],
+        *,
+        retries: int = 10,
+        updated_by: Optional[str] = None,
+    ) -> Record:
+        """Optimistic read-modify-write; `fn` may be sync or async. See Client.update."""
+        current = await self.get(namespace, key)
+        value, version = (current.value, current.version) if current else (None, 0)
+        for _ in range(retries + 1):
+            new = await _resolve(fn(value))
+            try:
+                r = await self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
+            except ConflictError as err:
+                value, version = _common.conflict_state(err)
+                continue
+            return Record(namespace, key, new, r.version, r.revision, updated_by)
+        raise RetriesExhaustedError(
+            f"{namespace}/{key} changed under every one of {retries + 1} attempts; retry later or raise retries",
+            kind="retries_exhausted",
+        )
+
+    # -- resource locks --------------------------------------------------------------
+
+    async def acquire_lock(
+        self,
+        resource_key: str,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+        metadata: Any = None,
+        provider: Optional[str] = None,
+        release_on_disconnect: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        return await self.call(
+            "AcquireResourceLock",
+            _common.lock_params(
+                resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
+            ),
+        )
+
+    async def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
+        return await self.call(
+            "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
+        )
+
+    async def release_lock(
+        self,
+        resource_key: str,
+        lease_id: str,
+        *,
+        outcome: Optional[str] = None,
+        moved_to: Optional[str] = None,
+        note: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        return await self.call(
+            "ReleaseResourceLock",
+            _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
+        )
+
+    async def lock_status(self, resource_key: str) -> Dict[str, Any]:
+        return await self.call("ResourceLockStatus", {"resource_key": resource_key})
+
+    async def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
+        return list((await self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner)))["locks"])
+
+    def lock(
+        self,
+        resource_key: str,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: int = 60,
+        wait_ms: Optional[int] = None,
+        metadata: Any = None,
+    ) -> "AsyncHeldLock":
+        """`async with client.lock(key) as lease:`; see Client.lock."""
+        return AsyncHeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata)
+
+    # -- tasks -----------------------------------------------------------------------
+
+    async def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
+        return await self.call("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+
+    async def acquire_node(
+        self,
+        task_id: Optional[str] = None,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> Optional[Node]:
+        r = await self.call(
+            "AcquireNextNode",
+            _common.drop_none(
+                task_id=task_id, lease_owner=owner or _common.default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms
+            ),
+        )
+        return Node.from_wire(r) if r else None
+
+    async def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
+        return await self.call(
+            "HeartbeatNode",
+            _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
+        )
+
+    async def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
+        return await self.call(
+            "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
+        )
+
+    async def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
+        return await self.call(
+            "FailNode",
+            {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
+        )
+
+    async def task_status(self, task_id: str) -> Dict[str, Any]:
+        return await self.call("TaskStatus", {"task_id": task_id})
+
+    async def cancel_task(self, task_id: str) -> Dict[str, Any]:
+        return await self.call("CancelTask", {"task_id": task_id})
+
+    async def run_worker(
+        self,
+        handler: Callable[[Node], MaybeAwaitable],
+        *,
+        task_id: Optional[str] = None,
+        owner: Optional[str] = None,
+        ttl_secs: int = 60,
+        wait_ms: int = 1000,
+        max_nodes: Optional[int] = None,
+        stop_when_idle: bool = True,
+    ) -> int:
+        """See Client.run_worker; `handler` may be sync or async."""
+        owner = owner or _common.default_owner()
+        handled = 0
+        while max_nodes is None or handled < max_nodes:
+            node = await self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            if node is None:
+                if stop_when_idle:
+                    break
+                continue
+            handled += 1
+            beat = _AsyncHeartbeat(self.socket_path, ttl_secs, lambda c, n=node: c.heartbeat_node(n, ttl_secs=ttl_secs), node)
+            try:
+                result = await _resolve(handler(node))
+            except Exception as exc:
+                await beat.stop()
+                if not node.lost:
+                    try:
+                        await self.fail_node(node, _common.node_error(exc))
+                    except (LeaseInvalidError, NotFoundError):
+                        pass
+                continue
+            await beat.stop()
+            if node.lost:
+                continue
+            try:
+                await self.complete_node(node, result)
+            except LeaseInvalidError:
+                node.lost = True
+        return handled
+
+    # -- journal ---------------------------------------------------------------------
+
+    async def read_events(
+        self, since_seq: int = 0, *, limit: Optional[int] = None, **filter: Any
+    ) -> Tuple[List[Event], int]:
+        r = await self.call("ReadEvents", _common.drop_none(since_seq=since_seq, limit=limit, **filter))
+        return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
+
+    async def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
+        r = await self.call("Publish", _common.drop_none(topic=topic, payload=payload, actor=actor))
+        return int(r["event_seq"])
+
+    async def subscribe(
+        self, filter: Optional[Dict[str, Any]] = None, since_seq: Optional[int] = None
+    ) -> "AsyncSubscription":
+        """`async for event in await client.subscribe(...)`; see Client.subscribe."""
+        sub = AsyncSubscription(self.socket_path, filter)
+        await sub._start(since_seq)
+        return sub
+
+    # -- system ----------------------------------------------------------------------
+
+    async def health(self) -> Dict[str, Any]:
+        return await self.call("Health")
+
+    async def metrics(self) -> Dict[str, Any]:
+        return await self.call("Metrics")
+
+
+class _AsyncHeartbeat:
+    def __init__(
+        self, socket_path: str, ttl_secs: int, beat: Callable[[AsyncClient], Awaitable[Any]], target: Any
+    ) -> None:
+        self._beat = beat
+        self._target = target
+        self._socket_path = socket_path
+        self._interval = _common.heartbeat_interval(ttl_secs)
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        async with AsyncClient(self._socket_path) as client:
+            while True:
+                await asyncio.sleep(self._interval)
+                try:
+                    await self._beat(client)
+                except (LeaseInvalidError, NotFoundError):
+                    self._target.lost = True
+                    return
+                except BatonError:
+                    continue
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+
+class AsyncHeldLock:
+    def __init__(
+        self, client: AsyncClient, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any
+    ) -> None:
+        self._client = client
+        self._args = (resource_key, owner, ttl_secs, wait_ms, metadata)
+        self._beat: Optional[_AsyncHeartbeat] = None
+        self.lease: Optional[Lease] = None
+
+    async def __aenter__(self) -> Lease:
+        resource_key, owner, ttl_secs, wait_ms, metadata = self._args
+        r = await self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
+        if r["status"] == "busy":
+            held = r.get("held_by") or {}
+            raise LockBusyError(
+                f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}; wait (wait_ms) or try later",
+                kind="busy",
+                data=r,
+            )
+        lease = Lease.from_wire(r)
+        self.lease = lease
+        self._beat = _AsyncHeartbeat(
+            self._client.socket_path,
+            ttl_secs,
+            lambda c: c.heartbeat_lock(lease.resource_key, lease.lease_id, ttl_secs=ttl_secs),
+            lease,
+        )
+        return lease
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self.lease is not None and self._beat is not None
+        await self._beat.stop()
+        lease = self.lease
+        if not lease.lost:
+            outcome = "abandoned" if exc_type is not None else lease.outcome
+            note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
+            try:
+                await self._client.release_lock(
+                    lease.resource_key, lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
+                )
+            except LeaseInvalidError:
+                lease.lost = True
+        if lease.lost and exc_type is None:
+            lease.check()
+
+
+class AsyncSubscription:
+    """Events from Subscribe on a connection of its own; an async iterator."""
+
+    def __init__(self, socket_path: str, filter: Optional[Dict[str, Any]]) -> None:
+        self._path = socket_path
+        self._filter = filter
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Optional[asyncio.StreamWriter] = None
+        self._next_id = 0
+        self.subscription_id = ""
+        self.last_seq = 0
+
+    async def _start(self, since_seq: Optional[int]) -> None:
+        try:
+            self._reader, self._writer = await asyncio.open_unix_connection(self._path, limit=64 * 1024 * 1024)
+        except OSError as err:
+            raise _common.unreachable(self._path, err) from err
+        self.last_seq = await self._subscribe(since_seq)
+
+    async def _subscribe(self, since_seq: Optional[int]) -> int:
+        assert self._reader is not None and self._writer is not None
+        self._next_id += 1
+        self._writer.write(
+            _common.encode(self._next_id, "Subscribe", _common.drop_none(since_seq=since_seq, filter=self._filter))
+        )
+        await self._writer.drain()
+        while True:
+            line = await self._readline()
+            if "id" in json.loads(line):
+                result = _common.decode(line, self._next_id)
+                self.subscription_id = result["subscription_id"]
+                return int(result["since_seq"])
+
+    async def _readline(self) -> bytes:
+        assert self._reader is not None
+        line = await self._reader.readline()
+        if not line:
+            raise ConnectionLostError(
+                f"batond closed the subscription's connection; subscribe again with since_seq {self.last_seq}",
+                kind="connection_lost",
+            )
+        return line
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            message = json.loads(await self._readline())
+            method = message.get("method")
+            params = message.get("params") or {}
+            if method == "Event":
+                event = Event.from_wire(params["event"])
+                self.last_seq = event.seq
+                return event
+            if method == "SubscriptionEnded":
+                if params.get("reason") == "compacted":
+                    raise CompactedError(str(params.get("message", "compacted")), 416, "compacted", params)
+                await self._subscribe(int(params.get("resume_from_seq", self.last_seq)))
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass
+
+    async def __aenter__(self) -> "AsyncSubscription":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

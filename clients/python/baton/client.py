@@ -1,0 +1,598 @@
+"""The synchronous client: one persistent connection, safe to share between threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from . import _common
+from .errors import (
+    BatonError,
+    CompactedError,
+    ConflictError,
+    ConnectionLostError,
+    LeaseInvalidError,
+    LeaseLostError,
+    LockBusyError,
+    NotFoundError,
+    RetriesExhaustedError,
+)
+from .types import Event, Lease, Node, Page, Record, SetResult
+
+
+class Client:
+    """A connection to batond.
+
+    Calls from several threads are serialized on the one connection. A call with
+    `wait_ms` holds the connection until it ends (answers keep request order), so give
+    a worker that waits its own Client. `lock()`, `run_worker()` and `subscribe()` open
+    the extra connections they need themselves.
+    """
+
+    def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None, *, timeout: Optional[float] = None) -> None:
+        self.socket_path = _common.socket_path(socket_path)
+        self.timeout = timeout
+        self._lock = threading.RLock()
+        self._sock: Optional[socket.socket] = None
+        self._reader: Any = None
+        self._next_id = 0
+
+    # -- connection ------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError as err:
+            sock.close()
+            raise _common.unreachable(self.socket_path, err) from err
+        self._sock = sock
+        self._reader = sock.makefile("rb")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sock is not None:
+                try:
+                    self._reader.close()
+                    self._sock.close()
+                finally:
+                    self._sock = None
+                    self._reader = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _exchange(self, requests: List[Tuple[str, Dict[str, Any]]]) -> List[Tuple[int, bytes]]:
+        """Sends every request in one write and reads their answer lines, in order."""
+        with self._lock:
+            if self._sock is None:
+                self._connect()
+            assert self._sock is not None
+            ids = []
+            out = bytearray()
+            for method, params in requests:
+                self._next_id += 1
+                ids.append(self._next_id)
+                out += _common.encode(self._next_id, method, params)
+            try:
+                self._sock.sendall(out)
+            except OSError as err:
+                # Nothing can have been read by a daemon that is gone: reconnect once.
+                self.close()
+                self._connect()
+                assert self._sock is not None
+                try:
+                    self._sock.sendall(out)
+                except OSError:
+                    self.close()
+                    raise _common.unreachable(self.socket_path, err) from err
+            lines = []
+            for request_id in ids:
+                try:
+                    line = self._reader.readline()
+                except OSError as err:
+                    self.close()
+                    raise ConnectionLostError(
+                        f"the connection to batond broke while waiting for an answer ({err}); the request may or may not have taken effect",
+                        kind="connection_lost",
+                    ) from err
+                if not line:
+                    self.close()
+                    raise ConnectionLostError(
+                        "batond closed the connection before answering; the request may or may not have taken effect (check, or retry with an idempotency_key)",
+                        kind="connection_lost",
+                    )
+                lines.append((request_id, line))
+            return lines
+
+    def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
+        """Any method by name; returns its result or raises its typed error."""
+        [(request_id, line)] = self._exchange([(method, params or {})])
+        return _common.decode(line, request_id)
+
+    def pipeline(self) -> "Pipeline":
+        """Queue calls and send them in one write: `p = c.pipeline(); p.call(...); p.execute()`."""
+        return Pipeline(self)
+
+    # -- versioned state -------------------------------------------------------------
+
+    def get(self, namespace: str, key: str) -> Optional[Record]:
+        r = self.call("Get", {"namespace": namespace, "key": key})
+        return Record.from_wire(r) if r.get("found") else None
+
+    def set(
+        self,
+        namespace: str,
+        key: str,
+        value: Any,
+        *,
+        expected_version: Optional[int] = None,
+        updated_by: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> SetResult:
+        """Writes a value. `expected_version`: None = last writer wins, 0 = create only,
+        N = only if the stored version is N (else ConflictError with the current value)."""
+        params = _common.drop_none(
+            namespace=namespace,
+            key=key,
+            value=value,
+            expected_version=expected_version,
+            updated_by=updated_by,
+            idempotency_key=idempotency_key,
+        )
+        params["value"] = value
+        return SetResult.from_wire(self.call("Set", params))
+
+    def delete(
+        self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
+    ) -> Dict[str, Any]:
+        return self.call(
+            "Delete",
+            _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
+        )
+
+    def list(
+        self, namespace: str, *, prefix: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None
+    ) -> Page:
+        r = self.call("List", _common.drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after))
+        return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
+
+    def history(
+        self, namespace: str, key: str, *, limit: Optional[int] = None, before_version: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """Every version of a key, newest first."""
+        r = self.call(
+            "History", _common.drop_none(namespace=namespace, key=key, limit=limit, before_version=before_version)
+        )
+        return list(r["history"])
+
+    def txn(
+        self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """All ops atomically if every compare holds, else ConflictError (`.failed`)."""
+        return self.call("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+
+    def update(
+        self,
+        namespace: str,
+        key: str,
+        fn: Callable[[Any], Any],
+        *,
+        retries: int = 10,
+        updated_by: Optional[str] = None,
+    ) -> Record:
+        """Read-modify-write that never loses another writer's change: `fn(current)`
+        (None when absent) gives the new value, written with the version read; on a
+        conflict `fn` runs again on the value that won. Returns the record written."""
+        current = self.get(namespace, key)
+        value, version = (current.value, current.version) if current else (None, 0)
+        for _ in range(retries + 1):
+            new = fn(value)
+            try:
+                r = self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
+            except ConflictError as err:
+                value, version = _common.conflict_state(err)
+                continue
+            return Record(namespace, key, new, r.version, r.revision, updated_by)
+        raise RetriesExhaustedError(
+            f"{namespace}/{key} changed under every one of {retries + 1} attempts; retry later or raise retries",
+            kind="retries_exhausted",
+        )
+
+    # -- resource locks --------------------------------------------------------------
+
+    def acquire_lock(
+        self,
+        resource_key: str,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+        metadata: Any = None,
+        provider: Optional[str] = None,
+        release_on_disconnect: Optional[bool] = None,
+    ) -> Dict[str, Any]:
+        """The raw answer: status acquired / already_held (with lease_id) or busy (held_by)."""
+        return self.call(
+            "AcquireResourceLock",
+            _common.lock_params(
+                resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
+            ),
+        )
+
+    def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
+        return self.call(
+            "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
+        )
+
+    def release_lock(
+        self,
+        resource_key: str,
+        lease_id: str,
+        *,
+        outcome: Optional[str] = None,
+        moved_to: Optional[str] = None,
+        note: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        return self.call(
+            "ReleaseResourceLock",
+            _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
+        )
+
+    def lock_status(self, resource_key: str) -> Dict[str, Any]:
+        return self.call("ResourceLockStatus", {"resource_key": resource_key})
+
+    def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
+        return list(self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner))["locks"])
+
+    def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
+        return self.call("WaitResourceLock", {"resource_key": resource_key, "timeout_ms": timeout_ms})
+
+    def lock(
+        self,
+        resource_key: str,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: int = 60,
+        wait_ms: Optional[int] = None,
+        metadata: Any = None,
+    ) -> "HeldLock":
+        """`with client.lock("file:src/lib.rs") as lease:` acquires (waiting up to
+        `wait_ms`, else LockBusyError), heartbeats every ttl/3 on a connection of its own,
+        and releases with `lease.outcome` at the end (`abandoned` if the block raised).
+        If a heartbeat finds the lease gone, `lease.lost` is set, `lease.check()` raises,
+        and leaving the block raises LeaseLostError."""
+        return HeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata)
+
+    # -- tasks -----------------------------------------------------------------------
+
+    def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
+        """`nodes`: [{id?, name?, dependencies: [...], payload?, max_attempts?}] -> {task_id, node_ids}."""
+        return self.call("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+
+    def acquire_node(
+        self,
+        task_id: Optional[str] = None,
+        owner: Optional[str] = None,
+        *,
+        ttl_secs: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> Optional[Node]:
+        r = self.call(
+            "AcquireNextNode",
+            _common.drop_none(
+                task_id=task_id, lease_owner=owner or _common.default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms
+            ),
+        )
+        return Node.from_wire(r) if r else None
+
+    def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
+        return self.call(
+            "HeartbeatNode",
+            _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
+        )
+
+    def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
+        return self.call(
+            "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
+        )
+
+    def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
+        return self.call(
+            "FailNode",
+            {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
+        )
+
+    def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
+        return self.call(
+            "CommitEvent",
+            {
+                "task_id": node.task_id,
+                "node_id": node.node_id,
+                "lease_id": node.lease_id,
+                "action_type": action_type,
+                "payload": payload,
+            },
+        )
+
+    def task_status(self, task_id: str) -> Dict[str, Any]:
+        return self.call("TaskStatus", {"task_id": task_id})
+
+    def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        return list(self.call("ListTasks", _common.drop_none(status=status, limit=limit))["tasks"])
+
+    def cancel_task(self, task_id: str) -> Dict[str, Any]:
+        return self.call("CancelTask", {"task_id": task_id})
+
+    def run_worker(
+        self,
+        handler: Callable[[Node], Any],
+        *,
+        task_id: Optional[str] = None,
+        owner: Optional[str] = None,
+        ttl_secs: int = 60,
+        wait_ms: int = 1000,
+        max_nodes: Optional[int] = None,
+        stop_when_idle: bool = True,
+    ) -> int:
+        """Runs nodes until none is left: acquire (waiting up to `wait_ms`), heartbeat
+        every ttl/3 while `handler(node)` runs, then CompleteNode with its return value,
+        or FailNode (retried while attempts remain) if it raised. A node whose lease was
+        lost meanwhile is dropped (another worker has it now). Returns nodes handled."""
+        owner = owner or _common.default_owner()
+        handled = 0
+        while max_nodes is None or handled < max_nodes:
+            node = self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            if node is None:
+                if stop_when_idle:
+                    break
+                continue
+            handled += 1
+            beat = _Heartbeat(self.socket_path, ttl_secs, lambda c, n=node: c.heartbeat_node(n, ttl_secs=ttl_secs), node)
+            try:
+                result = handler(node)
+            except Exception as exc:  # the node fails; the worker goes on
+                beat.stop()
+                if not node.lost:
+                    try:
+                        self.fail_node(node, _common.node_error(exc))
+                    except (LeaseInvalidError, NotFoundError):
+                        pass
+                continue
+            beat.stop()
+            if node.lost:
+                continue
+            try:
+                self.complete_node(node, result)
+            except LeaseInvalidError:
+                node.lost = True
+        return handled
+
+    # -- journal ---------------------------------------------------------------------
+
+    def read_events(self, since_seq: int = 0, *, limit: Optional[int] = None, **filter: Any) -> Tuple[List[Event], int]:
+        """Events after `since_seq` matching the filter (types, namespace, key_prefix,
+        resource_prefix, task_id), and the seq to continue from."""
+        r = self.call("ReadEvents", _common.drop_none(since_seq=since_seq, limit=limit, **filter))
+        return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
+
+    def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
+        return int(self.call("Publish", _common.drop_none(topic=topic, payload=payload, actor=actor))["event_seq"])
+
+    def subscribe(self, filter: Optional[Dict[str, Any]] = None, since_seq: Optional[int] = None) -> "Subscription":
+        """An iterator of Events on a connection of its own: stored matches after
+        `since_seq` first, then live ones. If the daemon cuts it off for falling behind,
+        it resubscribes where it was, so no event is skipped or repeated."""
+        return Subscription(self.socket_path, filter, since_seq)
+
+    # -- system ----------------------------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        return self.call("Health")
+
+    def metrics(self) -> Dict[str, Any]:
+        return self.call("Metrics")
+
+    def describe(self) -> Dict[str, Any]:
+        return self.call("DescribeInterface")
+
+
+class Pipeline:
+    """Calls sent together in one write; `execute()` returns their results in order."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._requests: List[Tuple[str, Dict[str, Any]]] = []
+
+    def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> "Pipeline":
+        self._requests.append((method, params or {}))
+        return self
+
+    def set(self, namespace: str, key: str, value: Any, **options: Any) -> "Pipeline":
+        return self.call("Set", {"namespace": namespace, "key": key, "value": value, **options})
+
+    def execute(self, *, raise_on_error: bool = True) -> List[Any]:
+        """Results in request order; an error answer raises (the first one) after every
+        answer was read, or is returned in place when `raise_on_error` is False."""
+        requests, self._requests = self._requests, []
+        results: List[Any] = []
+        for request_id, line in self._client._exchange(requests):
+            try:
+                results.append(_common.decode(line, request_id))
+            except BatonError as err:
+                results.append(err)
+        if raise_on_error:
+            for r in results:
+                if isinstance(r, BatonError):
+                    raise r
+        return results
+
+
+class _Heartbeat:
+    """Calls `beat` every ttl/3 on its own connection until stopped; marks `target.lost`
+    when the daemon says the lease is gone."""
+
+    def __init__(self, socket_path: str, ttl_secs: int, beat: Callable[[Client], Any], target: Any) -> None:
+        self._stop = threading.Event()
+        self._beat = beat
+        self._target = target
+        self._socket_path = socket_path
+        self._interval = _common.heartbeat_interval(ttl_secs)
+        self._thread = threading.Thread(target=self._run, name="baton-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        with Client(self._socket_path) as client:
+            while not self._stop.wait(self._interval):
+                try:
+                    self._beat(client)
+                except (LeaseInvalidError, NotFoundError):
+                    self._target.lost = True
+                    return
+                except BatonError:
+                    continue  # daemon briefly unreachable: try again next interval
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class HeldLock:
+    """The context manager `Client.lock()` returns."""
+
+    def __init__(
+        self, client: Client, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any
+    ) -> None:
+        self._client = client
+        self._args = (resource_key, owner, ttl_secs, wait_ms, metadata)
+        self._beat: Optional[_Heartbeat] = None
+        self.lease: Optional[Lease] = None
+
+    def __enter__(self) -> Lease:
+        resource_key, owner, ttl_secs, wait_ms, metadata = self._args
+        r = self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
+        if r["status"] == "busy":
+            held = r.get("held_by") or {}
+            raise LockBusyError(
+                f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}"
+                + (f" (via {r['conflicting_key']})" if r.get("conflicting_key") not in (None, r["resource_key"]) else "")
+                + "; wait (wait_ms) or try later",
+                kind="busy",
+                data=r,
+            )
+        lease = Lease.from_wire(r)
+        self.lease = lease
+        self._beat = _Heartbeat(
+            self._client.socket_path,
+            ttl_secs,
+            lambda c: c.heartbeat_lock(lease.resource_key, lease.lease_id, ttl_secs=ttl_secs),
+            lease,
+        )
+        return lease
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self.lease is not None and self._beat is not None
+        self._beat.stop()
+        lease = self.lease
+        if not lease.lost:
+            outcome = "abandoned" if exc_type is not None else lease.outcome
+            note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
+            try:
+                self._client.release_lock(
+                    lease.resource_key, lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
+                )
+            except LeaseInvalidError:
+                lease.lost = True
+        if lease.lost and exc_type is None:
+            lease.check()
+
+
+class Subscription:
+    """Events from Subscribe, on a connection of its own. Iterate, or call `next(timeout)`."""
+
+    def __init__(self, socket_path: str, filter: Optional[Dict[str, Any]], since_seq: Optional[int]) -> None:
+        self._filter = filter
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.connect(socket_path)
+        except OSError as err:
+            self._sock.close()
+            raise _common.unreachable(socket_path, err) from err
+        self._buf = bytearray()
+        self._next_id = 0
+        self.subscription_id = ""
+        #: The seq of the last event delivered (or the start point): resume from here.
+        self.last_seq = self._subscribe(since_seq)
+
+    def _subscribe(self, since_seq: Optional[int]) -> int:
+        self._next_id += 1
+        params = _common.drop_none(since_seq=since_seq, filter=self._filter)
+        self._sock.sendall(_common.encode(self._next_id, "Subscribe", params))
+        while True:
+            line = self._readline(None)
+            assert line is not None
+            if "id" in json.loads(line):
+                result = _common.decode(line, self._next_id)
+                self.subscription_id = result["subscription_id"]
+                return int(result["since_seq"])
+
+    def _readline(self, timeout: Optional[float]) -> Optional[bytes]:
+        """One line, or None when `timeout` passed first (a partial line stays buffered)."""
+        self._sock.settimeout(timeout)
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buf[: end + 1])
+                del self._buf[: end + 1]
+                return line
+            try:
+                chunk = self._sock.recv(65536)
+            except socket.timeout:
+                return None
+            if not chunk:
+                raise ConnectionLostError(
+                    f"batond closed the subscription's connection; subscribe again with since_seq {self.last_seq}",
+                    kind="connection_lost",
+                )
+            self._buf += chunk
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Event]:
+        """The next event, or None if none arrived within `timeout` seconds."""
+        while True:
+            line = self._readline(timeout)
+            if line is None:
+                return None
+            message = json.loads(line)
+            method = message.get("method")
+            params = message.get("params") or {}
+            if method == "Event":
+                event = Event.from_wire(params["event"])
+                self.last_seq = event.seq
+                return event
+            if method == "SubscriptionEnded":
+                if params.get("reason") == "compacted":
+                    raise CompactedError(str(params.get("message", "compacted")), 416, "compacted", params)
+                # Cut off for falling behind: carry on after the last event delivered.
+                self._subscribe(int(params.get("resume_from_seq", self.last_seq)))
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            event = self.next()
+            if event is not None:
+                yield event
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,253 @@
+"""The Python client (sync and asyncio) against a real daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Callable, List
+
+import pytest
+
+import baton
+from baton import AsyncClient, Client
+from batonproc import Daemon
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Polls until `condition` holds; fails the test (instead of hanging) after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_versioned_state_and_typed_conflicts(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        assert c.get("ns", "k") is None
+        first = c.set("ns", "k", {"usd": 10_000}, expected_version=0, updated_by="a")
+        assert (first.version, first.previous_version) == (1, 0)
+        record = c.get("ns", "k")
+        assert record is not None and record.value == {"usd": 10_000} and record.updated_by == "a"
+        c.set("ns", "k", None, expected_version=1)
+        assert c.get("ns", "k").value is None  # type: ignore[union-attr]
+        with pytest.raises(baton.ConflictError) as info:
+            c.set("ns", "k", 1, expected_version=1)
+        err = info.value
+        assert (err.code, err.kind, err.current_version, err.current_value) == (409, "conflict", 2, None)
+        assert "Get" in err.message or "version" in err.message
+        with pytest.raises(baton.ConflictError):
+            c.set("ns", "k", 1, expected_version=0)
+        page = c.list("ns")
+        assert [r.key for r in page.records] == ["k"]
+        assert [h["version"] for h in c.history("ns", "k")] == [2, 1]
+        with pytest.raises(baton.ConflictError) as info:
+            c.txn([{"namespace": "ns", "key": "k", "version": 1}], [{"op": "set", "namespace": "ns", "key": "x", "value": 1}])
+        assert info.value.failed and info.value.failed[0]["key"] == "k"
+
+
+def test_errors_are_typed_and_say_what_to_do(daemon: Daemon, tmp_path: Any, monkeypatch: Any) -> None:
+    with Client(daemon.socket) as c:
+        with pytest.raises(baton.NotFoundError):
+            c.task_status("no-such-task")
+        with pytest.raises(baton.InvalidError):
+            c.register_task("g", [{"id": "a", "dependencies": ["a"]}])
+        with pytest.raises(baton.InvalidParamsError) as info:
+            c.call("Set", {"namespace": "n"})
+        assert "key" in info.value.message
+        with pytest.raises(baton.MethodNotFoundError):
+            c.call("NoSuchMethod")
+        assert c.health()["status"] == "ok"  # the connection is still usable
+    with pytest.raises(baton.DaemonUnreachableError) as unreachable:
+        Client(tmp_path / "none.sock").health()
+    assert "batond" in str(unreachable.value) and isinstance(unreachable.value, ConnectionError)
+    monkeypatch.setenv("BATON_SOCKET_PATH", str(daemon.socket))
+    assert Client().health()["status"] == "ok"
+
+
+def test_update_never_loses_a_concurrent_change(daemon: Daemon) -> None:
+    """Two agents add to one counter at once; every addition survives."""
+    barrier = threading.Barrier(2)
+
+    def agent(name: str) -> None:
+        with Client(daemon.socket) as c:
+            barrier.wait()
+            for _ in range(50):
+                c.update("n", "counter", lambda v: (v or 0) + 1, updated_by=name)
+
+    threads = [threading.Thread(target=agent, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with Client(daemon.socket) as c:
+        record = c.get("n", "counter")
+        assert record is not None and record.value == 100 and record.version == 100
+
+
+def test_pipeline_sends_many_and_keeps_order(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        p = c.pipeline()
+        for i in range(200):
+            p.set("p", f"k{i:03}", i)
+        p.call("Set", {"namespace": "p", "key": "k000", "value": 0, "expected_version": 9})
+        p.call("Get", {"namespace": "p", "key": "k199"})
+        results = p.execute(raise_on_error=False)
+        assert [r["version"] for r in results[:200]] == [1] * 200
+        assert isinstance(results[200], baton.ConflictError)
+        assert results[201]["value"] == 199
+        with pytest.raises(baton.ConflictError):
+            c.pipeline().set("p", "k000", 1, expected_version=7).execute()
+
+
+def test_lock_heartbeats_releases_with_outcome_and_refuses_when_busy(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c, Client(daemon.socket) as other:
+        with c.lock("file:./src//lib.rs", owner="editor", ttl_secs=1) as lease:
+            assert lease.resource_key == "file:src/lib.rs"
+            with pytest.raises(baton.LockBusyError) as busy:
+                with other.lock("dir:src", owner="refactorer"):
+                    pass
+            assert busy.value.held_by["owner"] == "editor"
+            first_expiry = lease.expires_at
+            # The background heartbeat keeps the 1 s lease alive past its first expiry.
+            wait_for(
+                lambda: other.list_locks(prefix="file:src")[0]["expires_at"] > first_expiry,
+                "a heartbeat to extend the lease",
+            )
+            wait_for(lambda: other.call("Health") and _past(other, first_expiry), "the first expiry to pass")
+            assert other.lock_status("file:src/lib.rs")["status"] == "held"
+            lease.outcome = "modified"
+        status = other.lock_status("file:src/lib.rs")
+        assert status["status"] == "available"
+        assert status["previous"]["outcome"] == "modified"
+        # A block that raises records `abandoned`.
+        with pytest.raises(RuntimeError):
+            with c.lock("file:a.txt", owner="editor"):
+                raise RuntimeError("crashed mid-edit")
+        assert other.lock_status("file:a.txt")["previous"]["outcome"] == "abandoned"
+        # A waiting acquire gets the lock once it is free.
+        holder = c.acquire_lock("tool:fmt", "first", ttl_secs=30)
+        threading.Timer(0.2, lambda: Client(daemon.socket).release_lock("tool:fmt", holder["lease_id"])).start()
+        with other.lock("tool:fmt", owner="second", wait_ms=30_000) as lease:
+            assert lease.owner == "second"
+
+
+def _past(c: Client, expires_at: str) -> bool:
+    """Whether the daemon's clock (the latest event time) is past `expires_at`."""
+    c.publish("clock", {})
+    events, _ = c.read_events(0, types=["custom.clock"], limit=1000)
+    return events[-1].at > expires_at
+
+
+def test_a_lost_lock_lease_stops_cleanly(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        with pytest.raises(baton.LeaseLostError):
+            with c.lock("file:x", owner="w", ttl_secs=1) as lease:
+                # Someone ends the lease behind this holder's back.
+                Client(daemon.socket).release_lock("file:x", lease.lease_id, outcome="abandoned")
+                wait_for(lambda: lease.lost, "the heartbeat to notice the lost lease")
+                with pytest.raises(baton.LeaseLostError):
+                    lease.check()
+
+
+def test_worker_loop_runs_a_diamond_with_retries_and_dependency_results(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        task = c.register_task(
+            "ship it",
+            [
+                {"id": "plan", "payload": {"n": 1}},
+                {"id": "left", "dependencies": ["plan"], "max_attempts": 2},
+                {"id": "right", "dependencies": ["plan"]},
+                {"id": "join", "dependencies": ["left", "right"]},
+            ],
+            context={"repo": "baton"},
+        )
+    task_id = task["task_id"]
+    failed_once = threading.Event()
+    seen: List[Any] = []
+
+    def handler(node: baton.Node) -> Any:
+        assert node.goal == "ship it" and node.task_context == {"repo": "baton"}
+        if node.node_id == "left" and not failed_once.is_set():
+            failed_once.set()
+            raise ValueError("flaky tool")
+        if node.node_id == "join":
+            seen.append(node.dependency_results)
+        return {"done": node.node_id, "attempt": node.attempt}
+
+    counts: List[int] = []
+
+    def worker(name: str) -> None:
+        with Client(daemon.socket) as w:
+            counts.append(w.run_worker(handler, task_id=task_id, owner=name, ttl_secs=30, wait_ms=30_000))
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(counts) == 5  # four nodes, one of them twice
+    assert seen == [{"left": {"done": "left", "attempt": 2}, "right": {"done": "right", "attempt": 1}}]
+    with Client(daemon.socket) as c:
+        status = c.task_status(task_id)
+        assert status["task"]["status"] == "completed"
+
+
+def test_subscribe_iterates_stored_then_live_events(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        for i in range(3):
+            c.set("s", f"k{i}", i)
+        with c.subscribe({"namespace": "s"}, since_seq=0) as sub:
+            got = [sub.next(timeout=30) for _ in range(3)]
+            assert [e.key for e in got if e] == ["k0", "k1", "k2"]
+            assert sub.next(timeout=0.05) is None
+            c.set("other", "x", 1)
+            c.set("s", "live", True)
+            live = sub.next(timeout=30)
+            assert live is not None and live.key == "live" and live.type == "kv.set"
+            assert sub.last_seq == live.seq
+
+
+def test_async_client_pipelines_concurrent_calls_and_has_the_same_helpers(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with AsyncClient(daemon.socket) as c:
+            results = await asyncio.gather(*(c.set("a", f"k{i}", i) for i in range(100)))
+            assert all(r.version == 1 for r in results)
+            got = await asyncio.gather(*(c.get("a", f"k{i}") for i in range(100)))
+            assert [g.value for g in got if g] == list(range(100))
+            with pytest.raises(baton.ConflictError) as info:
+                await c.set("a", "k1", 0, expected_version=0)
+            assert info.value.current_value == 1
+
+            async def add(name: str) -> None:
+                async with AsyncClient(daemon.socket) as own:
+                    for _ in range(20):
+                        await own.update("a", "counter", lambda v: (v or 0) + 1, updated_by=name)
+
+            await asyncio.gather(add("x"), add("y"))
+            counter = await c.get("a", "counter")
+            assert counter is not None and counter.value == 40
+
+            async with c.lock("file:async.txt", owner="aw", ttl_secs=5) as lease:
+                lease.outcome = "created"
+            assert (await c.lock_status("file:async.txt"))["previous"]["outcome"] == "created"
+
+            task = await c.register_task("g", [{"id": "a"}, {"id": "b", "dependencies": ["a"]}])
+
+            async def handler(node: baton.Node) -> Any:
+                await asyncio.sleep(0)
+                return {"from": node.node_id, "deps": sorted(node.dependency_results)}
+
+            async with AsyncClient(daemon.socket) as worker:
+                assert await worker.run_worker(handler, task_id=task["task_id"], wait_ms=30_000) == 2
+            status = await c.task_status(task["task_id"])
+            assert status["task"]["status"] == "completed"
+
+            sub = await c.subscribe({"types": ["custom.*"]})
+            async with sub:
+                await c.publish("review.done", {"ok": True})
+                event = await asyncio.wait_for(sub.__anext__(), 30)
+                assert event.type == "custom.review.done" and event.data == {"ok": True}
+
+    asyncio.run(main())
