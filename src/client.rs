@@ -1,5 +1,6 @@
 //! A small async client for batond's JSON-lines protocol: one request, one answer, in
-//! order, on one Unix socket connection. Used by `mcp-bridge`.
+//! order, on one Unix socket connection, plus the notifications a subscription pushes.
+//! Used by `mcp-bridge` and the `baton` CLI.
 
 use std::path::{Path, PathBuf};
 
@@ -101,5 +102,21 @@ impl Connection {
             .get_mut("result")
             .map(Value::take)
             .unwrap_or(Value::Null))
+    }
+
+    /// The next line the daemon pushes with no request (a subscription's `Event` or
+    /// `SubscriptionEnded`), as JSON.
+    pub async fn notification(&mut self) -> Result<Value, CallError> {
+        self.line.clear();
+        let n = self
+            .reader
+            .read_line(&mut self.line)
+            .await
+            .map_err(|e| CallError::Lost(e.to_string()))?;
+        if n == 0 {
+            return Err(CallError::Lost("batond closed the connection".into()));
+        }
+        serde_json::from_str(&self.line)
+            .map_err(|e| CallError::Lost(format!("batond sent a line that is not JSON: {e}")))
     }
 }
