@@ -102,6 +102,41 @@ fn clear_socket_path(path: &Path) -> Result<(), StartError> {
     }
 }
 
+/// The listening socket systemd passed, when started by socket activation (`LISTEN_PID`
+/// is this process and `LISTEN_FDS` is at least 1: the socket is fd 3). systemd then owns
+/// the socket file: batond neither binds nor removes it.
+fn inherited_listener() -> Result<Option<UnixListener>, StartError> {
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    let count = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(0);
+    if !ours || count == 0 {
+        return Ok(None);
+    }
+    if count > 1 {
+        tracing::warn!(
+            "systemd passed {count} sockets; batond serves the first and ignores the rest"
+        );
+    }
+    // SAFETY: by the socket activation protocol fd 3 is ours, open, and used by nothing else.
+    let std_listener = unsafe {
+        use std::os::fd::FromRawFd;
+        std::os::unix::net::UnixListener::from_raw_fd(3)
+    };
+    let passed = Path::new("(socket passed by systemd)");
+    std_listener.set_nonblocking(true).map_err(io_error(
+        "cannot use the socket systemd passed (is it a Unix stream socket?)",
+        passed,
+    ))?;
+    let listener = UnixListener::from_std(std_listener)
+        .map_err(io_error("cannot use the socket systemd passed", passed))?;
+    Ok(Some(listener))
+}
+
 /// Binds the socket so that it is never reachable with wider permissions than `mode`.
 fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, StartError> {
     // SAFETY: umask only swaps the process file-creation mask; nothing else creates files
@@ -181,15 +216,31 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         }
     }
     let _lock = lock_database(&config.database_path)?;
-    clear_socket_path(&config.socket_path)?;
+    let inherited = inherited_listener()?;
+    let activated = inherited.is_some();
+    if !activated {
+        clear_socket_path(&config.socket_path)?;
+    }
     let (store, writer_thread) = Store::open(&config.database_path, clock.clone())?;
-    let listener = bind_socket(&config.socket_path, config.socket_mode)?;
+    let (listener, socket_shown) = match inherited {
+        Some(listener) => {
+            let path = listener
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                .unwrap_or_else(|| "an unnamed socket".into());
+            (listener, format!("{path} (passed by systemd)"))
+        }
+        None => (
+            bind_socket(&config.socket_path, config.socket_mode)?,
+            config.socket_path.display().to_string(),
+        ),
+    };
     let schema_version = store.schema_version;
     let app = Arc::new(App::new(config, store, clock));
     tracing::info!(
-        "batond {} listening on {} (database {}, schema version {schema_version})",
+        "batond {} listening on {socket_shown} (database {}, schema version {schema_version})",
         env!("CARGO_PKG_VERSION"),
-        app.config.socket_path.display(),
         app.config.database_path.display()
     );
 
@@ -234,8 +285,11 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     }
     app.store.writer().shutdown().await;
     let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
-    if let Err(err) = std::fs::remove_file(&app.config.socket_path) {
-        tracing::warn!(%err, "could not remove the socket");
+    // An activated socket belongs to systemd, which keeps it to start batond again.
+    if !activated {
+        if let Err(err) = std::fs::remove_file(&app.config.socket_path) {
+            tracing::warn!(%err, "could not remove the socket");
+        }
     }
     tracing::info!("batond stopped");
     Ok(())
