@@ -763,3 +763,33 @@ fn describe_interface_lists_the_lock_methods() {
     );
     assert_eq!(lease["status"], "acquired");
 }
+
+/// A client that closes only its writing side after a waiting acquire (`nc -N`) still
+/// gets the lock when it frees up; one that closes entirely leaves the queue at once.
+#[test]
+fn a_half_closed_waiter_still_gets_its_answer_but_a_closed_one_leaves_the_queue() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut observer = daemon.client();
+    let lease = acquired(&mut holder, "file:shared.txt", "holder");
+
+    let mut gone = daemon.client();
+    send_waiting_acquire(&mut gone, "file:shared.txt", "gone", 60_000, json!({}));
+    until_waiting(&mut observer, 1);
+    drop(gone);
+    until_waiting(&mut observer, 0);
+
+    let mut half = daemon.client();
+    send_waiting_acquire(&mut half, "file:shared.txt", "half", 60_000, json!({}));
+    half.shutdown_write();
+    until_waiting(&mut observer, 1);
+    release(&mut holder, &lease, "modified");
+    let answer = half.read_line();
+    assert_eq!(answer["id"], "half");
+    assert_eq!(answer["result"]["status"], "acquired", "{answer}");
+    assert_eq!(answer["result"]["previous"]["outcome"], "modified");
+    assert!(
+        half.try_read_line().is_none(),
+        "then the daemon closes the connection"
+    );
+}

@@ -6,6 +6,7 @@
 //! writes in flight; then it is queued behind them on the writer, so a connection always
 //! reads its own writes and never sees a write it sent later.
 
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,6 +66,9 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
     let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
     let mut reading = true;
+    let fd = out.get_ref().as_ref().as_raw_fd();
+    // After a half-close: how often to look whether the client has gone entirely.
+    let mut hangup_check: Option<tokio::time::Interval> = None;
 
     loop {
         if !reading && pending.is_empty() {
@@ -96,10 +100,16 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
                         Some(Answer::Now(render(None, &Err(err))))
                     }
                     Some(Err(_)) | None => {
-                        // The client is gone: its release_on_disconnect leases end and its
-                        // waits leave their queues now, not when their deadlines pass.
                         reading = false;
-                        told_closed = tell_closed(&app, &connection);
+                        if pending.is_empty() || peer_hung_up(fd) {
+                            // The client is gone: its release_on_disconnect leases end and
+                            // its waits leave their queues now, not when their deadlines pass.
+                            told_closed = tell_closed(&app, &connection);
+                        } else {
+                            // Only its writing side closed (`nc -N`, shutdown(SHUT_WR)): it
+                            // still reads the answers it is owed, waits included.
+                            hangup_check = Some(tokio::time::interval(HANGUP_CHECK));
+                        }
                         None
                     }
                 };
@@ -130,6 +140,12 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
             _ = shutdown.cancelled(), if reading => {
                 reading = false;
             }
+            _ = tick(&mut hangup_check), if !told_closed && hangup_check.is_some() => {
+                if peer_hung_up(fd) {
+                    told_closed = tell_closed(&app, &connection);
+                    hangup_check = None;
+                }
+            }
             flushed = out.flush(), if !out.buffer().is_empty() => {
                 if flushed.is_err() {
                     break;
@@ -143,6 +159,31 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
         tell_closed(&app, &connection);
     }
     app.metrics.connection_closed();
+}
+
+/// How often a half-closed connection with answers still owed is checked for a hang-up.
+const HANGUP_CHECK: std::time::Duration = std::time::Duration::from_millis(200);
+
+async fn tick(interval: &mut Option<tokio::time::Interval>) {
+    match interval {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the client closed its end entirely, not just its writing side (a Unix stream
+/// socket reports POLLHUP only once both directions are shut).
+fn peer_hung_up(fd: std::os::fd::RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on a descriptor this connection owns, no waiting.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Tells the writer a connection that used locks has closed. Returns true once told.

@@ -209,6 +209,14 @@ impl Client {
         self.writer.set_read_timeout(Some(timeout)).unwrap();
     }
 
+    /// Closes the writing side only (as `nc -N` does after its last request); answers
+    /// still arrive.
+    pub fn shutdown_write(&mut self) {
+        self.writer
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shut down the writing side");
+    }
+
     pub fn send_line(&mut self, line: &str) {
         self.send_raw(format!("{line}\n").as_bytes());
     }
