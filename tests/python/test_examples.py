@@ -1,0 +1,105 @@
+"""The examples under scripts/examples, run as a user runs them, against a real daemon."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+from batonproc import BIN_DIR, ROOT, Daemon
+
+EXAMPLES = ROOT / "scripts" / "examples"
+
+
+def run(*args: str, env: Dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    # The examples must not reach a real LLM from the tests: the stand-in is deterministic.
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY")}
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=120, env={**clean, **(env or {})})
+
+
+def test_budget_allocation_overcommits_without_baton_and_not_with_it(daemon: Daemon) -> None:
+    without = run(sys.executable, str(EXAMPLES / "budget_allocation" / "without_baton.py"))
+    assert without.returncode == 0, without.stderr
+    assert "total committed: $15,000 against a $10,000 budget" in without.stdout
+    with_ = run(sys.executable, str(EXAMPLES / "budget_allocation" / "with_baton.py"), "--socket", str(daemon.socket))
+    assert with_.returncode == 0, with_.stderr
+    assert "total committed: $10,000 against a $10,000 budget" in with_.stdout
+    assert "agent-b: conflict, agent-a wrote version 2 first; $2,000 left" in with_.stdout
+    history = with_.stdout.split("history of")[1].splitlines()[1:]
+    assert history == [
+        "  version 1 by setup: remaining $10,000",
+        "  version 2 by agent-a: remaining $2,000",
+        "  version 3 by agent-b: remaining $0",
+    ]
+
+
+def test_order_processing_keeps_both_updates(daemon: Daemon) -> None:
+    without = run(sys.executable, str(EXAMPLES / "order_processing" / "without_baton.py"))
+    assert "LOST UPDATE" in without.stdout
+    with_ = run(sys.executable, str(EXAMPLES / "order_processing" / "with_baton.py"), "--socket", str(daemon.socket))
+    assert with_.returncode == 0, with_.stderr
+    assert "both updates survived" in with_.stdout
+    assert "'reserved': True" in with_.stdout and "'discount': 10" in with_.stdout
+    assert "pricing-agent wrote 2 times" in with_.stdout
+
+
+def test_dag_agents_run_the_four_node_dag_to_a_report(daemon: Daemon, tmp_path: Path) -> None:
+    r = run(sys.executable, str(EXAMPLES / "dag_agents" / "run.py"), "--socket", str(daemon.socket), "--workdir", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "task completed" in r.stdout and "2 file.written events" in r.stdout
+    report = (tmp_path / "report.md").read_text()
+    assert report.startswith("# why multi-agent systems need a coordination daemon\n")
+    assert "Section A (the failure modes)" in report and "Section B (the mechanisms)" in report
+    assert (tmp_path / "review.md").read_text().startswith("- both sections are on topic")
+    # Every file was written under a lock that is free again, with an honest outcome.
+    for key in ("file:sections/a.md", "file:sections/b.md", "file:review.md", "file:report.md"):
+        status = daemon.call("ResourceLockStatus", {"resource_key": key})
+        assert status["status"] == "available" and status["previous"]["outcome"] == "created", key
+
+
+def _transport_path(tmp_path: Path) -> str:
+    """PATH for the shell example: the machine's own `nc -U -N` or socat when it has one;
+    otherwise a stand-in `nc` (the same bytes over the same socket, in Python) so the
+    example's logic is still exercised on a machine without either."""
+    nc = shutil.which("nc")
+    if shutil.which("socat") or (nc and "-N" in run(nc, "-h").stderr + run(nc, "-h").stdout):
+        return os.environ["PATH"]
+    shim = tmp_path / "bin" / "nc"
+    shim.parent.mkdir()
+    shim.write_text(
+        f"#!{sys.executable}\n"
+        "import socket, sys\n"
+        "path = sys.argv[-1]\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(path)\n"
+        "s.sendall(sys.stdin.buffer.read())\n"
+        "s.shutdown(socket.SHUT_WR)\n"
+        "while chunk := s.recv(65536):\n"
+        "    sys.stdout.buffer.write(chunk)\n"
+    )
+    shim.chmod(0o755)
+    return f"{shim.parent}:{os.environ['PATH']}"
+
+
+def test_shell_example_with_nc_counts_without_losing_an_increment(daemon: Daemon, tmp_path: Path) -> None:
+    env = {"BATON_SOCKET_PATH": str(daemon.socket), "PATH": _transport_path(tmp_path)}
+    script = str(EXAMPLES / "shell" / "count_with_lock.sh")
+    clean = {k: v for k, v in os.environ.items()}
+    procs = [
+        subprocess.Popen([script, name, "10"], env={**clean, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name in ("left", "right")
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        assert "added 10" in out
+    final = daemon.call("Get", {"namespace": "shell-demo", "key": "counter"})
+    assert (final["value"], final["version"]) == (20, 20)
+    history = daemon.call("History", {"namespace": "shell-demo", "key": "counter", "limit": 100})["history"]
+    assert sorted(h["value"] for h in history) == list(range(1, 21))
+    # The baton CLI reads the same state.
+    got = run(str(BIN_DIR / "baton"), "--socket", str(daemon.socket), "get", "shell-demo", "counter")
+    assert got.stdout.strip() == "20"
