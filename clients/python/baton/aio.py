@@ -111,6 +111,12 @@ class AsyncClient:
                 raise ConnectionLostError(f"could not send to batond ({err})", kind="connection_lost") from err
         return _common.decode(await future, request_id)
 
+    async def _dict(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        result = await self.call(method, params)
+        if not isinstance(result, dict):
+            raise BatonError(f"{method} answered {result!r}, not an object", kind="protocol")
+        return result
+
     # -- versioned state -------------------------------------------------------------
 
     async def get(self, namespace: str, key: str) -> Optional[Record]:
@@ -140,7 +146,7 @@ class AsyncClient:
     async def delete(
         self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "Delete",
             _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
         )
@@ -158,7 +164,7 @@ class AsyncClient:
     async def txn(
         self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
-        return await self.call("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+        return await self._dict("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
 
     async def update(
         self,
@@ -198,7 +204,7 @@ class AsyncClient:
         provider: Optional[str] = None,
         release_on_disconnect: Optional[bool] = None,
     ) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "AcquireResourceLock",
             _common.lock_params(
                 resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
@@ -206,7 +212,7 @@ class AsyncClient:
         )
 
     async def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
         )
 
@@ -219,13 +225,13 @@ class AsyncClient:
         moved_to: Optional[str] = None,
         note: Optional[str] = None,
     ) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "ReleaseResourceLock",
             _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
         )
 
     async def lock_status(self, resource_key: str) -> Dict[str, Any]:
-        return await self.call("ResourceLockStatus", {"resource_key": resource_key})
+        return await self._dict("ResourceLockStatus", {"resource_key": resource_key})
 
     async def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         return list((await self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner)))["locks"])
@@ -245,7 +251,7 @@ class AsyncClient:
     # -- tasks -----------------------------------------------------------------------
 
     async def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
-        return await self.call("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+        return await self._dict("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
 
     async def acquire_node(
         self,
@@ -264,27 +270,27 @@ class AsyncClient:
         return Node.from_wire(r) if r else None
 
     async def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "HeartbeatNode",
             _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
         )
 
     async def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
         )
 
     async def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
-        return await self.call(
+        return await self._dict(
             "FailNode",
             {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
         )
 
     async def task_status(self, task_id: str) -> Dict[str, Any]:
-        return await self.call("TaskStatus", {"task_id": task_id})
+        return await self._dict("TaskStatus", {"task_id": task_id})
 
     async def cancel_task(self, task_id: str) -> Dict[str, Any]:
-        return await self.call("CancelTask", {"task_id": task_id})
+        return await self._dict("CancelTask", {"task_id": task_id})
 
     async def run_worker(
         self,
@@ -307,7 +313,7 @@ class AsyncClient:
                     break
                 continue
             handled += 1
-            beat = _AsyncHeartbeat(self.socket_path, ttl_secs, lambda c, n=node: c.heartbeat_node(n, ttl_secs=ttl_secs), node)
+            beat = _AsyncHeartbeat(self.socket_path, ttl_secs, _node_beat(node, ttl_secs), node)
             try:
                 result = await _resolve(handler(node))
             except Exception as exc:
@@ -350,10 +356,14 @@ class AsyncClient:
     # -- system ----------------------------------------------------------------------
 
     async def health(self) -> Dict[str, Any]:
-        return await self.call("Health")
+        return await self._dict("Health")
 
     async def metrics(self) -> Dict[str, Any]:
-        return await self.call("Metrics")
+        return await self._dict("Metrics")
+
+
+def _node_beat(node: Node, ttl_secs: int) -> Callable[[AsyncClient], Awaitable[Any]]:
+    return lambda c: c.heartbeat_node(node, ttl_secs=ttl_secs)
 
 
 class _AsyncHeartbeat:

@@ -117,6 +117,12 @@ class Client:
         [(request_id, line)] = self._exchange([(method, params or {})])
         return _common.decode(line, request_id)
 
+    def _dict(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        result = self.call(method, params)
+        if not isinstance(result, dict):
+            raise BatonError(f"{method} answered {result!r}, not an object", kind="protocol")
+        return result
+
     def pipeline(self) -> "Pipeline":
         """Queue calls and send them in one write: `p = c.pipeline(); p.call(...); p.execute()`."""
         return Pipeline(self)
@@ -153,7 +159,7 @@ class Client:
     def delete(
         self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "Delete",
             _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
         )
@@ -177,7 +183,7 @@ class Client:
         self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
         """All ops atomically if every compare holds, else ConflictError (`.failed`)."""
-        return self.call("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+        return self._dict("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
 
     def update(
         self,
@@ -220,7 +226,7 @@ class Client:
         release_on_disconnect: Optional[bool] = None,
     ) -> Dict[str, Any]:
         """The raw answer: status acquired / already_held (with lease_id) or busy (held_by)."""
-        return self.call(
+        return self._dict(
             "AcquireResourceLock",
             _common.lock_params(
                 resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
@@ -228,7 +234,7 @@ class Client:
         )
 
     def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
         )
 
@@ -241,19 +247,19 @@ class Client:
         moved_to: Optional[str] = None,
         note: Optional[str] = None,
     ) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "ReleaseResourceLock",
             _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
         )
 
     def lock_status(self, resource_key: str) -> Dict[str, Any]:
-        return self.call("ResourceLockStatus", {"resource_key": resource_key})
+        return self._dict("ResourceLockStatus", {"resource_key": resource_key})
 
     def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         return list(self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner))["locks"])
 
     def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
-        return self.call("WaitResourceLock", {"resource_key": resource_key, "timeout_ms": timeout_ms})
+        return self._dict("WaitResourceLock", {"resource_key": resource_key, "timeout_ms": timeout_ms})
 
     def lock(
         self,
@@ -275,7 +281,7 @@ class Client:
 
     def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
         """`nodes`: [{id?, name?, dependencies: [...], payload?, max_attempts?}] -> {task_id, node_ids}."""
-        return self.call("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+        return self._dict("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
 
     def acquire_node(
         self,
@@ -294,24 +300,24 @@ class Client:
         return Node.from_wire(r) if r else None
 
     def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "HeartbeatNode",
             _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
         )
 
     def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
         )
 
     def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "FailNode",
             {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
         )
 
     def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
-        return self.call(
+        return self._dict(
             "CommitEvent",
             {
                 "task_id": node.task_id,
@@ -323,13 +329,13 @@ class Client:
         )
 
     def task_status(self, task_id: str) -> Dict[str, Any]:
-        return self.call("TaskStatus", {"task_id": task_id})
+        return self._dict("TaskStatus", {"task_id": task_id})
 
     def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         return list(self.call("ListTasks", _common.drop_none(status=status, limit=limit))["tasks"])
 
     def cancel_task(self, task_id: str) -> Dict[str, Any]:
-        return self.call("CancelTask", {"task_id": task_id})
+        return self._dict("CancelTask", {"task_id": task_id})
 
     def run_worker(
         self,
@@ -355,7 +361,7 @@ class Client:
                     break
                 continue
             handled += 1
-            beat = _Heartbeat(self.socket_path, ttl_secs, lambda c, n=node: c.heartbeat_node(n, ttl_secs=ttl_secs), node)
+            beat = _Heartbeat(self.socket_path, ttl_secs, _node_beat(node, ttl_secs), node)
             try:
                 result = handler(node)
             except Exception as exc:  # the node fails; the worker goes on
@@ -395,13 +401,17 @@ class Client:
     # -- system ----------------------------------------------------------------------
 
     def health(self) -> Dict[str, Any]:
-        return self.call("Health")
+        return self._dict("Health")
 
     def metrics(self) -> Dict[str, Any]:
-        return self.call("Metrics")
+        return self._dict("Metrics")
 
     def describe(self) -> Dict[str, Any]:
-        return self.call("DescribeInterface")
+        return self._dict("DescribeInterface")
+
+
+def _node_beat(node: Node, ttl_secs: int) -> Callable[[Client], Any]:
+    return lambda c: c.heartbeat_node(node, ttl_secs=ttl_secs)
 
 
 class Pipeline:

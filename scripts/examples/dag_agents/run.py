@@ -24,13 +24,13 @@ import os
 import threading
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List
 
 from baton import Client, Node
 
 TOPIC = "why multi-agent systems need a coordination daemon"
 
-NODES = [
+NODES: List[Dict[str, Any]] = [
     {"id": "writer-a", "name": "draft: the problem", "payload": {"section": "a", "angle": "the failure modes"}},
     {"id": "writer-b", "name": "draft: the remedy", "payload": {"section": "b", "angle": "the mechanisms"}},
     {"id": "reviewer", "name": "review both drafts", "dependencies": ["writer-a", "writer-b"]},

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import copy
 import threading
+from typing import Any, Dict
 
 
 def main() -> int:
-    store = {"order-1234": {"status": "received", "reserved": False, "total": 100.0, "discount": 0}}
+    store: Dict[str, Dict[str, Any]] = {"order-1234": {"status": "received", "reserved": False, "total": 100.0, "discount": 0}}
     both_read = threading.Barrier(2)
     inventory_wrote = threading.Event()
 
