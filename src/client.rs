@@ -73,17 +73,7 @@ impl Connection {
             .write_all(request.as_bytes())
             .await
             .map_err(CallError::NotSent)?;
-        self.line.clear();
-        let n = self
-            .reader
-            .read_line(&mut self.line)
-            .await
-            .map_err(|e| CallError::Lost(e.to_string()))?;
-        if n == 0 {
-            return Err(CallError::Lost("batond closed the connection".into()));
-        }
-        let mut answer: Value = serde_json::from_str(&self.line)
-            .map_err(|e| CallError::Lost(format!("batond sent a line that is not JSON: {e}")))?;
+        let mut answer = self.read_line().await?;
         if answer.get("id") != Some(&json!(id)) {
             return Err(CallError::Lost(format!(
                 "batond answered another request: {answer}"
@@ -107,6 +97,11 @@ impl Connection {
     /// The next line the daemon pushes with no request (a subscription's `Event` or
     /// `SubscriptionEnded`), as JSON.
     pub async fn notification(&mut self) -> Result<Value, CallError> {
+        self.read_line().await
+    }
+
+    /// The next line from the daemon, as JSON.
+    async fn read_line(&mut self) -> Result<Value, CallError> {
         self.line.clear();
         let n = self
             .reader

@@ -8,7 +8,8 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from .errors import BatonError, ConflictError, DaemonUnreachableError, from_wire
+from .errors import BatonError, CompactedError, ConflictError, DaemonUnreachableError, LockBusyError, from_wire
+from .types import Event, Lease
 
 
 def socket_path(explicit: "Optional[str | os.PathLike[str]]" = None) -> str:
@@ -86,3 +87,42 @@ def node_error(exc: BaseException) -> Dict[str, Any]:
 def heartbeat_interval(ttl_secs: int) -> float:
     """A third of the lease: two heartbeats may be lost before it lapses."""
     return max(ttl_secs / 3.0, 0.05)
+
+
+def busy_error(r: Dict[str, Any]) -> LockBusyError:
+    """The error for an AcquireResourceLock answer with status busy."""
+    held = r.get("held_by") or {}
+    via = r.get("conflicting_key")
+    return LockBusyError(
+        f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}"
+        + (f" (via {via})" if via not in (None, r["resource_key"]) else "")
+        + "; wait (wait_ms) or try later",
+        kind="busy",
+        data=r,
+    )
+
+
+def release_params(lease: Lease, exc_type: Any, exc: Any) -> Dict[str, Any]:
+    """ReleaseResourceLock params at the end of a `lock()` block: the lease's outcome, or
+    `abandoned` with the exception as the note when the block raised."""
+    outcome = "abandoned" if exc_type is not None else lease.outcome
+    note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
+    return drop_none(
+        resource_key=lease.resource_key, lease_id=lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
+    )
+
+
+def notification(line: bytes, last_seq: int) -> Tuple[Optional[Event], Optional[int]]:
+    """A subscription's pushed line: (event, None); (None, seq to resubscribe from) when
+    the daemon cut the subscription off for falling behind; CompactedError when it was
+    overtaken by a compaction; (None, None) for anything else."""
+    message = json.loads(line)
+    method = message.get("method")
+    params = message.get("params") or {}
+    if method == "Event":
+        return Event.from_wire(params["event"]), None
+    if method == "SubscriptionEnded":
+        if params.get("reason") == "compacted":
+            raise CompactedError(str(params.get("message", "compacted")), 416, "compacted", params)
+        return None, int(params.get("resume_from_seq", last_seq))
+    return None, None

@@ -12,11 +12,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, O
 from . import _common
 from .errors import (
     BatonError,
-    CompactedError,
     ConflictError,
     ConnectionLostError,
     LeaseInvalidError,
-    LockBusyError,
     NotFoundError,
     RetriesExhaustedError,
 )
@@ -406,12 +404,7 @@ class AsyncHeldLock:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
         r = await self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
         if r["status"] == "busy":
-            held = r.get("held_by") or {}
-            raise LockBusyError(
-                f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}; wait (wait_ms) or try later",
-                kind="busy",
-                data=r,
-            )
+            raise _common.busy_error(r)
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _AsyncHeartbeat(
@@ -427,12 +420,8 @@ class AsyncHeldLock:
         await self._beat.stop()
         lease = self.lease
         if not lease.lost:
-            outcome = "abandoned" if exc_type is not None else lease.outcome
-            note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
             try:
-                await self._client.release_lock(
-                    lease.resource_key, lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
-                )
+                await self._client.call("ReleaseResourceLock", _common.release_params(lease, exc_type, exc))
             except LeaseInvalidError:
                 lease.lost = True
         if lease.lost and exc_type is None:
@@ -487,17 +476,12 @@ class AsyncSubscription:
 
     async def __anext__(self) -> Event:
         while True:
-            message = json.loads(await self._readline())
-            method = message.get("method")
-            params = message.get("params") or {}
-            if method == "Event":
-                event = Event.from_wire(params["event"])
+            event, resume = _common.notification(await self._readline(), self.last_seq)
+            if event is not None:
                 self.last_seq = event.seq
                 return event
-            if method == "SubscriptionEnded":
-                if params.get("reason") == "compacted":
-                    raise CompactedError(str(params.get("message", "compacted")), 416, "compacted", params)
-                await self._subscribe(int(params.get("resume_from_seq", self.last_seq)))
+            if resume is not None:
+                await self._subscribe(resume)
 
     async def close(self) -> None:
         if self._writer is not None:

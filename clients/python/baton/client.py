@@ -11,12 +11,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from . import _common
 from .errors import (
     BatonError,
-    CompactedError,
     ConflictError,
     ConnectionLostError,
     LeaseInvalidError,
-    LeaseLostError,
-    LockBusyError,
     NotFoundError,
     RetriesExhaustedError,
 )
@@ -489,14 +486,7 @@ class HeldLock:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
         r = self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
         if r["status"] == "busy":
-            held = r.get("held_by") or {}
-            raise LockBusyError(
-                f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}"
-                + (f" (via {r['conflicting_key']})" if r.get("conflicting_key") not in (None, r["resource_key"]) else "")
-                + "; wait (wait_ms) or try later",
-                kind="busy",
-                data=r,
-            )
+            raise _common.busy_error(r)
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _Heartbeat(
@@ -512,12 +502,8 @@ class HeldLock:
         self._beat.stop()
         lease = self.lease
         if not lease.lost:
-            outcome = "abandoned" if exc_type is not None else lease.outcome
-            note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
             try:
-                self._client.release_lock(
-                    lease.resource_key, lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
-                )
+                self._client.call("ReleaseResourceLock", _common.release_params(lease, exc_type, exc))
             except LeaseInvalidError:
                 lease.lost = True
         if lease.lost and exc_type is None:
@@ -579,18 +565,13 @@ class Subscription:
             line = self._readline(timeout)
             if line is None:
                 return None
-            message = json.loads(line)
-            method = message.get("method")
-            params = message.get("params") or {}
-            if method == "Event":
-                event = Event.from_wire(params["event"])
+            event, resume = _common.notification(line, self.last_seq)
+            if event is not None:
                 self.last_seq = event.seq
                 return event
-            if method == "SubscriptionEnded":
-                if params.get("reason") == "compacted":
-                    raise CompactedError(str(params.get("message", "compacted")), 416, "compacted", params)
+            if resume is not None:
                 # Cut off for falling behind: carry on after the last event delivered.
-                self._subscribe(int(params.get("resume_from_seq", self.last_seq)))
+                self._subscribe(resume)
 
     def __iter__(self) -> Iterator[Event]:
         while True:
