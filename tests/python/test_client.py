@@ -251,3 +251,37 @@ def test_async_client_pipelines_concurrent_calls_and_has_the_same_helpers(daemon
                 assert event.type == "custom.review.done" and event.data == {"ok": True}
 
     asyncio.run(main())
+
+
+def test_a_client_reconnects_after_the_daemon_restarts(tmp_path: Any) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    first = Daemon(home)
+    c = Client(first.socket)
+    try:
+        c.set("n", "k", 1)
+        first.stop()
+        # Nothing listens: the error says so, and the client stays usable.
+        with pytest.raises(baton.DaemonUnreachableError):
+            c.get("n", "k")
+        second = Daemon(home)
+        try:
+            record = c.get("n", "k")
+            assert record is not None and record.value == 1
+
+            async def across_a_restart() -> None:
+                nonlocal second
+                async with AsyncClient(second.socket) as ac:
+                    assert (await ac.get("n", "k")) is not None
+                    second.stop()
+                    with pytest.raises((baton.ConnectionLostError, baton.DaemonUnreachableError)):
+                        await ac.get("n", "k")
+                    second = Daemon(home)
+                    got = await ac.get("n", "k")
+                    assert got is not None and got.value == 1
+
+            asyncio.run(across_a_restart())
+        finally:
+            second.stop()
+    finally:
+        c.close()

@@ -34,55 +34,14 @@ class AsyncClient:
 
     def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None) -> None:
         self.socket_path = _common.socket_path(socket_path)
-        self._reader: Optional[asyncio.StreamReader] = None
-        self._writer: Optional[asyncio.StreamWriter] = None
-        self._pending: Deque[Tuple[int, "asyncio.Future[bytes]"]] = deque()
+        self._conn: Optional[_Connection] = None
         self._send_lock: Optional[asyncio.Lock] = None
-        self._read_task: Optional["asyncio.Task[None]"] = None
         self._next_id = 0
 
-    async def _connect(self) -> None:
-        try:
-            self._reader, self._writer = await asyncio.open_unix_connection(self.socket_path, limit=64 * 1024 * 1024)
-        except OSError as err:
-            raise _common.unreachable(self.socket_path, err) from err
-        self._read_task = asyncio.ensure_future(self._read_answers(self._reader))
-
-    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
-        error: Optional[BaseException] = None
-        try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    break
-                if not self._pending:
-                    continue  # a notification; this connection takes none
-                _, future = self._pending.popleft()
-                if not future.done():
-                    future.set_result(line)
-        except (OSError, asyncio.IncompleteReadError, ValueError) as err:
-            error = err
-        lost = ConnectionLostError(
-            f"the connection to batond ended before answering ({error or 'closed'}); the request may or may not have taken effect",
-            kind="connection_lost",
-        )
-        self._writer = None
-        while self._pending:
-            _, future = self._pending.popleft()
-            if not future.done():
-                future.set_exception(lost)
-
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except OSError:
-                pass
-            self._writer = None
-        if self._read_task is not None:
-            await asyncio.gather(self._read_task, return_exceptions=True)
-            self._read_task = None
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -90,23 +49,30 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _send(self, line: bytes) -> "asyncio.Future[bytes]":
+        """Writes one request line; the future resolves to its answer line."""
+        if self._conn is None or self._conn.closed:
+            self._conn = await _Connection.open(self.socket_path)
+        try:
+            return await self._conn.send(line)
+        except OSError as err:
+            # The daemon closed this connection (it restarted): it cannot have read the
+            # request, so it is safe to send it once more on a new connection.
+            await self._conn.close()
+            self._conn = await _Connection.open(self.socket_path)
+            try:
+                return await self._conn.send(line)
+            except OSError:
+                raise _common.unreachable(self.socket_path, err) from err
+
     async def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
         """Any method by name; returns its result or raises its typed error."""
         if self._send_lock is None:
             self._send_lock = asyncio.Lock()
         async with self._send_lock:
-            if self._writer is None:
-                await self._connect()
-            assert self._writer is not None
             self._next_id += 1
             request_id = self._next_id
-            future: "asyncio.Future[bytes]" = asyncio.get_running_loop().create_future()
-            self._pending.append((request_id, future))
-            self._writer.write(_common.encode(request_id, method, params or {}))
-            try:
-                await self._writer.drain()
-            except OSError as err:
-                raise ConnectionLostError(f"could not send to batond ({err})", kind="connection_lost") from err
+            future = await self._send(_common.encode(request_id, method, params or {}))
         return _common.decode(await future, request_id)
 
     async def _dict(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
@@ -358,6 +324,73 @@ class AsyncClient:
 
     async def metrics(self) -> Dict[str, Any]:
         return await self._dict("Metrics")
+
+
+class _Connection:
+    """One socket: requests written in order, a reader task resolving their futures."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+        self._pending: Deque["asyncio.Future[bytes]"] = deque()
+        self.closed = False
+        self._task = asyncio.ensure_future(self._read_answers(reader))
+
+    @classmethod
+    async def open(cls, path: str) -> "_Connection":
+        try:
+            reader, writer = await asyncio.open_unix_connection(path, limit=64 * 1024 * 1024)
+        except OSError as err:
+            raise _common.unreachable(path, err) from err
+        return cls(reader, writer)
+
+    async def send(self, line: bytes) -> "asyncio.Future[bytes]":
+        """Raises OSError when the request could not be written (nothing was sent)."""
+        if self.closed:
+            raise BrokenPipeError("the connection is closed")
+        # Queued before writing: the answer can arrive before drain() returns.
+        future: "asyncio.Future[bytes]" = asyncio.get_running_loop().create_future()
+        self._pending.append(future)
+        try:
+            self._writer.write(line)
+            await self._writer.drain()
+        except OSError:
+            if self._pending and self._pending[-1] is future:
+                self._pending.pop()
+            future.cancel()
+            raise
+        return future
+
+    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
+        error: Optional[BaseException] = None
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                if self._pending:  # else a notification; this connection takes none
+                    future = self._pending.popleft()
+                    if not future.done():
+                        future.set_result(line)
+        except (OSError, asyncio.IncompleteReadError, ValueError) as err:
+            error = err
+        self.closed = True
+        lost = ConnectionLostError(
+            f"the connection to batond ended before answering ({error or 'closed'}); the request may or may not have taken effect",
+            kind="connection_lost",
+        )
+        while self._pending:
+            future = self._pending.popleft()
+            if not future.done():
+                future.set_exception(lost)
+
+    async def close(self) -> None:
+        self.closed = True
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except OSError:
+            pass
+        await asyncio.gather(self._task, return_exceptions=True)
 
 
 def _node_beat(node: Node, ttl_secs: int) -> Callable[[AsyncClient], Awaitable[Any]]:
