@@ -113,6 +113,60 @@ fn sigterm_finishes_in_flight_writes_removes_the_socket_and_exits_0() {
     }
 }
 
+/// A stopping daemon does not leave its waiters hanging: every waiting lock and node
+/// request is answered 503 (nothing written, retry once it is back) and the daemon exits.
+#[test]
+fn sigterm_answers_waiting_requests_503_and_exits_0() {
+    let mut daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:a", "owner": "holder"}),
+    );
+    let task = c.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "a"}, {"id": "b", "dependencies": ["a"]}]}),
+    );
+    c.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "lease_owner": "w1"}),
+    );
+    let mut lock_waiter = daemon.client();
+    lock_waiter.send_line(
+        &json!({"id": "lock", "method": "AcquireResourceLock",
+        "params": {"resource_key": "file:a", "owner": "waiter", "wait_ms": 600_000}})
+        .to_string(),
+    );
+    let mut node_waiter = daemon.client();
+    node_waiter.send_line(
+        &json!({"id": "node", "method": "AcquireNextNode",
+        "params": {"task_id": task["task_id"], "lease_owner": "w2", "wait_ms": 600_000}})
+        .to_string(),
+    );
+    loop {
+        let m = c.result("Metrics", json!({}));
+        if m["locks"]["waiting"] == 1 && m["node_waiters"] == 1 {
+            break;
+        }
+        std::thread::yield_now();
+    }
+    let status = daemon.sigterm();
+    assert!(status.success(), "{status:?}\n{}", daemon.log());
+    for (client, id) in [(&mut lock_waiter, "lock"), (&mut node_waiter, "node")] {
+        let answer = client.read_line();
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["code"], 503, "{answer}");
+        assert_eq!(answer["error"]["data"]["kind"], "unavailable");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("retry"),
+            "{answer}"
+        );
+    }
+}
+
 #[test]
 fn environment_and_env_file_configure_the_daemon_flags_win() {
     let daemon = Daemon::start();
