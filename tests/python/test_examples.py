@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List
+
+import pytest
 
 from batonproc import BIN_DIR, ROOT, Daemon
 
@@ -103,3 +108,68 @@ def test_shell_example_with_nc_counts_without_losing_an_increment(daemon: Daemon
     # The baton CLI reads the same state.
     got = run(str(BIN_DIR / "baton"), "--socket", str(daemon.socket), "get", "shell-demo", "counter")
     assert got.stdout.strip() == "20"
+
+
+class _FakeProvider(http.server.BaseHTTPRequestHandler):
+    """Answers chat requests the way OpenAI/DeepSeek (choices) or Anthropic (content) do,
+    echoing which model was asked, and records every request."""
+
+    seen: List[Dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.seen.append({"path": self.path, "headers": headers, "body": body})
+        text = f"LLM({body['model']}) on: {body['messages'][0]['content'][:30]}"
+        if self.path.endswith("/v1/messages"):
+            answer: Dict[str, Any] = {"content": [{"type": "text", "text": text}]}
+        else:
+            answer = {"choices": [{"message": {"role": "assistant", "content": text}}]}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "key,base,path,model",
+    [
+        ("OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1/chat/completions", "gpt-4o-mini"),
+        ("DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "/chat/completions", "deepseek-chat"),
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "/v1/messages", "claude-3-5-haiku-latest"),
+    ],
+)
+def test_dag_agents_call_the_configured_llm(
+    daemon: Daemon, tmp_path: Path, key: str, base: str, path: str, model: str
+) -> None:
+    """With a provider's key set the agents call it (here a local stand-in for the
+    provider's HTTP API, reached through its *_BASE_URL) and write what it answers."""
+    _FakeProvider.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeProvider)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}" + ("/v1" if key == "OPENAI_API_KEY" else "")
+        r = run(
+            sys.executable,
+            str(EXAMPLES / "dag_agents" / "run.py"),
+            "--socket",
+            str(daemon.socket),
+            "--workdir",
+            str(tmp_path),
+            env={key: "test-key", base: url},
+        )
+    finally:
+        server.shutdown()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(_FakeProvider.seen) == 4  # two writers, the reviewer, the synthesiser
+    for request in _FakeProvider.seen:
+        assert request["path"] == path and request["body"]["model"] == model
+        auth = request["headers"].get("authorization") or request["headers"].get("x-api-key")
+        assert auth in ("Bearer test-key", "test-key")
+    assert f"LLM({model}) on: Combine these sections" in (tmp_path / "report.md").read_text()

@@ -39,15 +39,20 @@ NODES: List[Dict[str, Any]] = [
 
 
 def llm(prompt: str, stand_in: str) -> str:
-    """The first configured provider's answer, or `stand_in` when none is configured."""
+    """The first configured provider's answer, or `stand_in` when none is configured.
+    OPENAI_BASE_URL, DEEPSEEK_BASE_URL and ANTHROPIC_BASE_URL point at other endpoints
+    (a proxy, a compatible server), as the providers' own SDKs allow."""
     if os.environ.get("OPENAI_API_KEY"):
-        return _chat("https://api.openai.com/v1/chat/completions", os.environ["OPENAI_API_KEY"], "gpt-4o-mini", prompt)
+        base = os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        return _chat(f"{base}/chat/completions", os.environ["OPENAI_API_KEY"], "gpt-4o-mini", prompt)
     if os.environ.get("DEEPSEEK_API_KEY"):
-        return _chat("https://api.deepseek.com/chat/completions", os.environ["DEEPSEEK_API_KEY"], "deepseek-chat", prompt)
+        base = os.environ.get("DEEPSEEK_BASE_URL", "https://api.deepseek.com")
+        return _chat(f"{base}/chat/completions", os.environ["DEEPSEEK_API_KEY"], "deepseek-chat", prompt)
     if os.environ.get("ANTHROPIC_API_KEY"):
+        base = os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
         body = {"model": "claude-3-5-haiku-latest", "max_tokens": 400, "messages": [{"role": "user", "content": prompt}]}
         request = urllib.request.Request(
-            "https://api.anthropic.com/v1/messages",
+            f"{base}/v1/messages",
             data=json.dumps(body).encode(),
             headers={
                 "x-api-key": os.environ["ANTHROPIC_API_KEY"],
