@@ -69,18 +69,24 @@ def test_errors_are_typed_and_say_what_to_do(daemon: Daemon, tmp_path: Any, monk
 def test_update_never_loses_a_concurrent_change(daemon: Daemon) -> None:
     """Two agents add to one counter at once; every addition survives."""
     barrier = threading.Barrier(2)
+    failures: List[BaseException] = []
 
     def agent(name: str) -> None:
-        with Client(daemon.socket) as c:
-            barrier.wait()
-            for _ in range(50):
-                c.update("n", "counter", lambda v: (v or 0) + 1, updated_by=name)
+        try:
+            with Client(daemon.socket) as c:
+                barrier.wait()
+                for _ in range(50):
+                    # Generous retries: this test is about lost updates, not starvation.
+                    c.update("n", "counter", lambda v: (v or 0) + 1, updated_by=name, retries=1000)
+        except BaseException as err:  # surfaced below, not lost in the thread
+            failures.append(err)
 
     threads = [threading.Thread(target=agent, args=(n,)) for n in ("a", "b")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert not failures, failures
     with Client(daemon.socket) as c:
         record = c.get("n", "counter")
         assert record is not None and record.value == 100 and record.version == 100
@@ -103,14 +109,14 @@ def test_pipeline_sends_many_and_keeps_order(daemon: Daemon) -> None:
 
 def test_lock_heartbeats_releases_with_outcome_and_refuses_when_busy(daemon: Daemon) -> None:
     with Client(daemon.socket) as c, Client(daemon.socket) as other:
-        with c.lock("file:./src//lib.rs", owner="editor", ttl_secs=1) as lease:
+        with c.lock("file:./src//lib.rs", owner="editor", ttl_secs=2) as lease:
             assert lease.resource_key == "file:src/lib.rs"
             with pytest.raises(baton.LockBusyError) as busy:
                 with other.lock("dir:src", owner="refactorer"):
                     pass
             assert busy.value.held_by["owner"] == "editor"
             first_expiry = lease.expires_at
-            # The background heartbeat keeps the 1 s lease alive past its first expiry.
+            # The background heartbeat keeps the 2 s lease alive past its first expiry.
             wait_for(
                 lambda: other.list_locks(prefix="file:src")[0]["expires_at"] > first_expiry,
                 "a heartbeat to extend the lease",
@@ -223,7 +229,7 @@ def test_async_client_pipelines_concurrent_calls_and_has_the_same_helpers(daemon
             async def add(name: str) -> None:
                 async with AsyncClient(daemon.socket) as own:
                     for _ in range(20):
-                        await own.update("a", "counter", lambda v: (v or 0) + 1, updated_by=name)
+                        await own.update("a", "counter", lambda v: (v or 0) + 1, updated_by=name, retries=1000)
 
             await asyncio.gather(add("x"), add("y"))
             counter = await c.get("a", "counter")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -78,6 +79,12 @@ def lock_params(
 def conflict_state(err: ConflictError) -> Tuple[Any, int]:
     """(current value, current version) from a conflict, for the next update attempt."""
     return (err.current_value if err.current_version else None), err.current_version
+
+
+def retry_pause(attempt: int) -> float:
+    """Seconds to wait before retry `attempt` (1, 2, ...) of a conflicting update: random
+    (so two writers that collided do not collide again in step), growing, at most 50 ms."""
+    return random.uniform(0, min(0.05, 0.001 * 2**attempt))
 
 
 def node_error(exc: BaseException) -> Dict[str, Any]:

@@ -142,12 +142,13 @@ class AsyncClient:
         """Optimistic read-modify-write; `fn` may be sync or async. See Client.update."""
         current = await self.get(namespace, key)
         value, version = (current.value, current.version) if current else (None, 0)
-        for _ in range(retries + 1):
+        for attempt in range(retries + 1):
             new = await _resolve(fn(value))
             try:
                 r = await self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
             except ConflictError as err:
                 value, version = _common.conflict_state(err)
+                await asyncio.sleep(_common.retry_pause(attempt + 1))
                 continue
             return Record(namespace, key, new, r.version, r.revision, updated_by)
         raise RetriesExhaustedError(

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import threading
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _common
@@ -193,15 +194,18 @@ class Client:
     ) -> Record:
         """Read-modify-write that never loses another writer's change: `fn(current)`
         (None when absent) gives the new value, written with the version read; on a
-        conflict `fn` runs again on the value that won. Returns the record written."""
+        conflict `fn` runs again on the value that won, after a short random pause (so
+        writers that collided do not collide again in step). Returns the record written;
+        RetriesExhaustedError after `retries` conflicts in a row."""
         current = self.get(namespace, key)
         value, version = (current.value, current.version) if current else (None, 0)
-        for _ in range(retries + 1):
+        for attempt in range(retries + 1):
             new = fn(value)
             try:
                 r = self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
             except ConflictError as err:
                 value, version = _common.conflict_state(err)
+                time.sleep(_common.retry_pause(attempt + 1))
                 continue
             return Record(namespace, key, new, r.version, r.revision, updated_by)
         raise RetriesExhaustedError(
