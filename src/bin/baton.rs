@@ -399,13 +399,14 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                     serde_json::to_string_pretty(&r["value"]).unwrap_or_default()
                 );
             }
-            Ok(if r["found"] == true { 0 } else { 3 }).and_then(|code| {
-                if code == 3 && !out.json {
-                    Err(Failure::new(3, format!("{namespace}/{key} does not exist; write it with `baton set {namespace} {key} VALUE`")))
-                } else {
-                    Ok(code)
-                }
-            })
+            match (r["found"] == true, out.json) {
+                (true, _) => Ok(0),
+                (false, true) => Ok(3),
+                (false, false) => Err(Failure::new(
+                    3,
+                    format!("{namespace}/{key} does not exist; write it with `baton set {namespace} {key} VALUE`"),
+                )),
+            }
         }
         Command::Set {
             namespace,
