@@ -291,3 +291,26 @@ def test_a_client_reconnects_after_the_daemon_restarts(tmp_path: Any) -> None:
             second.stop()
     finally:
         c.close()
+
+
+def test_one_client_shared_by_threads_keeps_every_answer_with_its_call(daemon: Daemon) -> None:
+    with Client(daemon.socket) as shared:
+        failures: List[BaseException] = []
+
+        def agent(n: int) -> None:
+            try:
+                for i in range(100):
+                    r = shared.set("threads", f"t{n}-{i}", {"n": n, "i": i})
+                    assert (r.key, r.version) == (f"t{n}-{i}", 1)
+                    got = shared.get("threads", f"t{n}-{i}")
+                    assert got is not None and got.value == {"n": n, "i": i}
+            except BaseException as err:
+                failures.append(err)
+
+        threads = [threading.Thread(target=agent, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures
+        assert shared.metrics()["records"]["live"] == 800
