@@ -548,3 +548,38 @@ fn recent_events_are_the_last_events_of_the_task_as_stored() {
     }
     assert_eq!(status(&mut c, &task_id)["task"]["status"], "completed");
 }
+
+/// Events too large to keep in memory (megabyte payloads) are read from the journal each
+/// time, and the context is the same as when they are kept.
+#[test]
+fn large_recent_events_are_served_from_the_journal() {
+    let daemon = Daemon::start_with(&["--context-event-limit", "6"]);
+    let mut c = daemon.client();
+    let task_id = register(
+        &mut c,
+        json!([{"id": "a"}, {"id": "b", "dependencies": ["a"]}]),
+    )["task_id"]
+        .clone();
+    let a = next(&mut c, &task_id, "w");
+    let big = "x".repeat(900_000);
+    for i in 0..5 {
+        c.result(
+            "CommitEvent",
+            json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"],
+                   "action_type": "blob", "payload": {"i": i, "blob": big}}),
+        );
+    }
+    complete(&mut c, &a, json!(null));
+    let b = next(&mut c, &task_id, "w");
+    let recent = b["context"]["recent_events"].as_array().unwrap().clone();
+    let stored = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "task_id": task_id, "limit": 1000}),
+    )["events"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(recent.len(), 6);
+    assert_eq!(recent, stored[stored.len() - 6..].to_vec());
+    assert_eq!(recent[0]["data"]["i"], 1, "the oldest of the last six");
+}

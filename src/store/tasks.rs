@@ -63,6 +63,91 @@ enum Due {
 /// Tasks whose recent events the writer keeps in memory at most (each at most
 /// BATON_CONTEXT_EVENT_LIMIT events); others are read from the journal when asked.
 const RECENT_TASKS: usize = 256;
+/// Bytes of serialized events kept at most (events carry payloads of up to
+/// BATON_MAX_VALUE_BYTES); a task whose events alone would take a quarter is not kept.
+const RECENT_BYTES: usize = 16 << 20;
+
+/// The last events of tasks that nodes were recently handed out from, serialized, so
+/// AcquireNextNode does not read and re-serialize them from the journal every time.
+/// Always exactly what the journal holds: an entry a rolled-back request touched is
+/// dropped, and so is any entry when in doubt (it is read again when next needed).
+#[derive(Default)]
+struct RecentEvents {
+    tasks: HashMap<String, Recent>,
+    limit: usize,
+    /// Bytes of all entries.
+    bytes: usize,
+    /// Tasks whose entry the current request changed.
+    touched: Vec<String>,
+}
+
+struct Recent {
+    events: VecDeque<(i64, Arc<RawValue>)>,
+    bytes: usize,
+}
+
+impl RecentEvents {
+    fn clear(&mut self) {
+        self.tasks.clear();
+        self.bytes = 0;
+    }
+
+    fn remove(&mut self, task_id: &str) {
+        if let Some(entry) = self.tasks.remove(task_id) {
+            self.bytes -= entry.bytes;
+        }
+    }
+
+    /// The task's last `limit` events, oldest first.
+    fn get(&mut self, conn: &Connection, task_id: &str, limit: u64) -> Result<Vec<Arc<RawValue>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        if self.limit != limit as usize {
+            self.clear();
+            self.limit = limit as usize;
+        }
+        if let Some(entry) = self.tasks.get(task_id) {
+            return Ok(entry.events.iter().map(|(_, e)| e.clone()).collect());
+        }
+        let events = journal::recent_for_task(conn, task_id, limit)?;
+        let out = events.iter().map(|(_, e)| e.clone()).collect();
+        let bytes = events.iter().map(|(_, e)| e.get().len()).sum();
+        if bytes <= RECENT_BYTES / 4 {
+            while self.tasks.len() >= RECENT_TASKS || self.bytes + bytes > RECENT_BYTES {
+                let Some(evict) = self.tasks.keys().next().cloned() else {
+                    break;
+                };
+                self.remove(&evict);
+            }
+            self.tasks
+                .insert(task_id.to_string(), Recent { events, bytes });
+            self.bytes += bytes;
+            self.touched.push(task_id.to_string());
+        }
+        Ok(out)
+    }
+
+    fn push(&mut self, task_id: &str, seq: i64, event: Arc<RawValue>) {
+        let Some(entry) = self.tasks.get_mut(task_id) else {
+            return;
+        };
+        let before = entry.bytes;
+        entry.bytes += event.get().len();
+        entry.events.push_back((seq, event));
+        while entry.events.len() > self.limit {
+            if let Some((_, old)) = entry.events.pop_front() {
+                entry.bytes -= old.get().len();
+            }
+        }
+        self.bytes = self.bytes - before + entry.bytes;
+        let too_big = entry.bytes > RECENT_BYTES / 4 || self.bytes > RECENT_BYTES;
+        self.touched.push(task_id.to_string());
+        if too_big {
+            self.remove(task_id);
+        }
+    }
+}
 
 /// The writer's in-memory task state.
 #[derive(Default)]
@@ -72,13 +157,7 @@ pub struct TaskState {
     waiters: VecDeque<Waiter>,
     deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
     next_id: u64,
-    /// The last events of tasks that nodes were recently handed out from, serialized, so
-    /// AcquireNextNode does not read and re-serialize them from the journal every time.
-    /// Exactly what the journal holds: an entry a rolled-back request touched is dropped.
-    recent: HashMap<String, VecDeque<(i64, Arc<RawValue>)>>,
-    recent_limit: usize,
-    /// Tasks whose `recent` entry the current request changed.
-    touched: Vec<String>,
+    recent: RecentEvents,
 }
 
 impl TaskState {
@@ -129,12 +208,12 @@ impl TaskState {
 
     /// A request starts: nothing it changes is known yet.
     pub fn begin_request(&mut self) {
-        self.touched.clear();
+        self.recent.touched.clear();
     }
 
     /// The request was rolled back: forget what it did to the recent events.
     pub fn request_rolled_back(&mut self) {
-        for task_id in self.touched.drain(..) {
+        for task_id in std::mem::take(&mut self.recent.touched) {
             self.recent.remove(&task_id);
         }
     }
@@ -146,43 +225,16 @@ impl TaskState {
         task_id: &str,
         limit: u64,
     ) -> Result<Vec<Arc<RawValue>>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        if self.recent_limit != limit as usize {
-            self.recent.clear();
-            self.recent_limit = limit as usize;
-        }
-        if !self.recent.contains_key(task_id) {
-            let events = journal::recent_for_task(conn, task_id, limit)?;
-            if self.recent.len() >= RECENT_TASKS {
-                let evict = self.recent.keys().next().cloned();
-                if let Some(evict) = evict {
-                    self.recent.remove(&evict);
-                }
-            }
-            self.recent.insert(task_id.to_string(), events);
-            self.touched.push(task_id.to_string());
-        }
-        Ok(self.recent[task_id]
-            .iter()
-            .map(|(_, event)| event.clone())
-            .collect())
+        self.recent.get(conn, task_id, limit)
     }
 
     /// Whether the task's recent events are kept (and so must see every new one).
     fn keeps_recent(&self, task_id: &str) -> bool {
-        self.recent.contains_key(task_id)
+        self.recent.tasks.contains_key(task_id)
     }
 
     fn note_event(&mut self, task_id: &str, seq: i64, event: Arc<RawValue>) {
-        if let Some(events) = self.recent.get_mut(task_id) {
-            events.push_back((seq, event));
-            while events.len() > self.recent_limit {
-                events.pop_front();
-            }
-            self.touched.push(task_id.to_string());
-        }
+        self.recent.push(task_id, seq, event);
     }
 
     /// Drops every copy of recent events (the journal was compacted).
