@@ -160,7 +160,7 @@ pub fn recent_for_task(
 }
 
 /// An event as it is sent, for the in-memory copy of a task's recent events.
-pub fn serialized(event: &Event) -> Result<Arc<RawValue>> {
+fn serialized(event: &Event) -> Result<Arc<RawValue>> {
     Ok(serde_json::value::to_raw_value(event)?.into())
 }
 

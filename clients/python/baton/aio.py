@@ -104,7 +104,7 @@ class AsyncClient:
             updated_by=updated_by,
             idempotency_key=idempotency_key,
         )
-        params["value"] = value
+        params["value"] = value  # a null value is a value: never dropped
         return SetResult.from_wire(await self.call("Set", params))
 
     async def delete(

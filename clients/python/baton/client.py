@@ -146,12 +146,11 @@ class Client:
         params = _common.drop_none(
             namespace=namespace,
             key=key,
-            value=value,
             expected_version=expected_version,
             updated_by=updated_by,
             idempotency_key=idempotency_key,
         )
-        params["value"] = value
+        params["value"] = value  # a null value is a value: never dropped
         return SetResult.from_wire(self.call("Set", params))
 
     def delete(
