@@ -23,7 +23,11 @@ pub struct Request<'a> {
     pub params: &'a RawValue,
 }
 
+/// The request envelope. As strict as the params: any other member is refused, so an
+/// `expected_version` put beside `params` can never turn a compare-and-set into a blind
+/// write.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Envelope<'a> {
     #[serde(default, borrow)]
     id: Option<&'a RawValue>,
@@ -31,6 +35,9 @@ struct Envelope<'a> {
     method: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
+    /// Accepted for JSON-RPC clients, and only as "2.0".
+    #[serde(default, borrow)]
+    jsonrpc: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -46,8 +53,37 @@ fn empty_params() -> &'static RawValue {
 
 /// Parses one request line. On failure, returns the error with whatever `id` could be read.
 pub fn parse_request<'a>(line: &'a [u8]) -> Result<Request<'a>, (Option<&'a RawValue>, Error)> {
+    if let Err(err) = std::str::from_utf8(line) {
+        return Err((
+            None,
+            Error::Parse(format!(
+                "the line is not valid UTF-8 (at byte {}); send UTF-8 encoded JSON",
+                err.valid_up_to()
+            )),
+        ));
+    }
+    // serde would read a JSON array as the envelope's fields in order: only an object is
+    // a request.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        if let Err(syntax) = serde_json::from_slice::<IgnoredAny>(line) {
+            return Err((None, not_json(syntax)));
+        }
+        return Err((
+            None,
+            Error::InvalidRequest(
+                "a request is a JSON object, not an array or a scalar; send {\"id\": 1, \"method\": \"Health\", \"params\": {}}".into(),
+            ),
+        ));
+    }
     match serde_json::from_slice::<Envelope<'a>>(line) {
-        Ok(Envelope { id, method: Some(method), params }) => {
+        Ok(Envelope { id, jsonrpc: Some(version), .. }) if version.get() != "\"2.0\"" => Err((
+            id,
+            Error::InvalidRequest(format!(
+                "`jsonrpc` is {}; it may only be \"2.0\" (or left out)",
+                version.get()
+            )),
+        )),
+        Ok(Envelope { id, method: Some(method), params, .. }) => {
             Ok(Request { id, method, params: params.unwrap_or(empty_params()) })
         }
         Ok(Envelope { id, method: None, .. }) => Err((
@@ -58,22 +94,31 @@ pub fn parse_request<'a>(line: &'a [u8]) -> Result<Request<'a>, (Option<&'a RawV
         )),
         Err(err) => {
             if let Err(syntax) = serde_json::from_slice::<IgnoredAny>(line) {
-                return Err((
-                    None,
-                    Error::Parse(format!("the line is not JSON ({syntax}); send one JSON object per line")),
-                ));
+                return Err((None, not_json(syntax)));
             }
             let id = serde_json::from_slice::<IdOnly<'a>>(line).ok().and_then(|e| e.id);
             let detail = err.to_string();
             let detail = detail.split(" at line ").next().unwrap_or(&detail);
-            Err((
-                id,
-                Error::InvalidRequest(format!(
+            let message = match detail.strip_prefix("unknown field `") {
+                Some(rest) => {
+                    let member = rest.split('`').next().unwrap_or(rest);
+                    format!(
+                        "unknown top-level member `{member}`; a request has only id, method and params (and \"jsonrpc\": \"2.0\"): move `{member}` inside params"
+                    )
+                }
+                None => format!(
                     "not a request object ({detail}); send {{\"id\": 1, \"method\": \"Name\", \"params\": {{...}}}} with a string method"
-                )),
-            ))
+                ),
+            };
+            Err((id, Error::InvalidRequest(message)))
         }
     }
+}
+
+fn not_json(syntax: serde_json::Error) -> Error {
+    Error::Parse(format!(
+        "the line is not JSON ({syntax}); send one JSON object per line"
+    ))
 }
 
 /// Renders a response line (with its trailing newline).
@@ -124,9 +169,37 @@ mod tests {
             ("42", "invalid_request"),
             (r#"{"id":1}"#, "invalid_request"),
             (r#"{"id":1,"method":7}"#, "invalid_request"),
+            (r#"[1,"Health",{}]"#, "invalid_request"),
+            (r#"  ["x"]"#, "invalid_request"),
+            (
+                r#"{"id":1,"method":"Set","params":{},"expected_version":3}"#,
+                "invalid_request",
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"Health"}"#, "ok"),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"Health"}"#,
+                "invalid_request",
+            ),
         ] {
             assert_eq!(kind_of(line), kind, "{line}");
         }
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_parse_error() {
+        let line = b"{\"id\":1,\"method\":\"Get\",\"params\":{\"key\":\"\xff\"}}";
+        let (_, err) = parse_request(line).unwrap_err();
+        assert_eq!(err.kind(), "parse_error");
+        assert!(err.to_string().contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_member_is_named() {
+        let (id, err) =
+            parse_request(br#"{"id":7,"method":"Set","params":{},"expected_version":3}"#)
+                .unwrap_err();
+        assert_eq!(id.map(RawValue::get), Some("7"));
+        assert!(err.to_string().contains("`expected_version`"), "{err}");
     }
 
     #[test]

@@ -377,3 +377,44 @@ fn health_and_metrics_report_the_daemon() {
         "invalid_params",
     );
 }
+
+#[test]
+fn the_envelope_is_as_strict_as_the_params() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.set("n", "k", json!(1));
+    // An expected_version beside params would have been a blind write.
+    c.send_line(
+        r#"{"id":1,"method":"Set","params":{"namespace":"n","key":"k","value":2},"expected_version":5}"#,
+    );
+    let answer = c.read_line();
+    assert_eq!(answer["id"], 1);
+    assert_error(&answer["error"], -32600, "invalid_request");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected_version"),
+        "{answer}"
+    );
+    assert_eq!(c.get("n", "k")["value"], 1, "nothing was written");
+    assert_eq!(c.get("n", "k")["version"], 1);
+
+    // A JSON array is not a request, even one shaped like the envelope's fields.
+    c.send_line(r#"[2,"Set",{"namespace":"n","key":"k","value":3}]"#);
+    let answer = c.read_line();
+    assert_error(&answer["error"], -32600, "invalid_request");
+    assert_eq!(c.get("n", "k")["value"], 1);
+
+    c.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"Health"}"#);
+    assert_eq!(c.read_line()["result"]["status"], "ok");
+    c.send_line(r#"{"jsonrpc":"1.0","id":4,"method":"Health"}"#);
+    assert_error(&c.read_line()["error"], -32600, "invalid_request");
+
+    // Invalid UTF-8 inside a string is a parse error; the connection stays usable.
+    c.send_raw(
+        b"{\"id\":5,\"method\":\"Get\",\"params\":{\"namespace\":\"n\",\"key\":\"\xff\"}}\n",
+    );
+    assert_error(&c.read_line()["error"], -32700, "parse_error");
+    assert_eq!(c.get("n", "k")["value"], 1);
+}
