@@ -481,6 +481,7 @@ impl WriterLoop {
                     // Cached statements: a savepoint per request costs two cheap steps.
                     tx.prepare_cached("SAVEPOINT request")?.execute([])?;
                     let before = self.revision;
+                    let deferred_before = deferred.len();
                     self.tasks.begin_request();
                     let mut ctx = WriteCtx {
                         conn: &tx,
@@ -499,6 +500,18 @@ impl WriterLoop {
                         self.tasks.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
                         tx.prepare_cached("ROLLBACK TO request")?.execute([])?;
+                        // What it granted others (a waiter handed the lock it freed) was
+                        // rolled back with it: those answers must not escape. The waiters
+                        // were taken off their queues, so they are told to retry, and the
+                        // memory that handed them out is rebuilt from the tables.
+                        if deferred.len() > deferred_before {
+                            *lock_state_suspect = true;
+                            for (_, answer) in &mut deferred[deferred_before..] {
+                                *answer = Err(Error::Unavailable(
+                                    "the request that freed what you waited for failed and was rolled back, so nothing was granted; retry".into(),
+                                ));
+                            }
+                        }
                     }
                     tx.prepare_cached("RELEASE request")?.execute([])?;
                     match result {
@@ -617,4 +630,101 @@ pub fn open_writer_connection(path: &std::path::Path) -> rusqlite::Result<Connec
          PRAGMA temp_store = MEMORY;",
     )?;
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::methods::locks::Outcome;
+    use crate::resource_key::canonicalize;
+    use crate::store::locks::{self, AcquireRequest, ReleaseRequest};
+    use crate::store::Store;
+
+    fn acquire(owner: &str, connection: u64) -> AcquireRequest {
+        AcquireRequest {
+            key: canonicalize("tool:x", Path::new("/")).unwrap(),
+            owner: owner.into(),
+            provider: None,
+            ttl_ms: 60_000,
+            metadata: None,
+            release_on_disconnect: false,
+            connection,
+        }
+    }
+
+    fn answer(rx: oneshot::Receiver<Result<Reply>>) -> Result<serde_json::Value> {
+        let reply = rx.blocking_recv().expect("answered")?;
+        Ok(serde_json::from_str(reply.get()).unwrap())
+    }
+
+    /// A request that frees a lock and then fails is rolled back whole: the waiter it
+    /// handed the lock to must not be told "acquired" for a lease that never committed.
+    #[test]
+    fn a_rolled_back_request_grants_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _thread) =
+            Store::open(&dir.path().join("b.db"), Arc::new(SystemClock::new())).unwrap();
+        let writer = store.writer();
+        let first = writer
+            .write(
+                None,
+                Box::new(|ctx| {
+                    let r = locks::acquire(ctx, acquire("alice", 1), 0)?;
+                    Ok(Some(crate::methods::reply(&r)?))
+                }),
+            )
+            .unwrap();
+        let lease = answer(first).unwrap();
+        assert_eq!(lease["status"], "acquired");
+        let lease_id = lease["lease_id"].as_str().unwrap().to_string();
+        let waiting = writer
+            .write(
+                None,
+                Box::new(|ctx| {
+                    let r = locks::acquire(ctx, acquire("bob", 2), 60_000)?;
+                    r.map(|r| crate::methods::reply(&r)).transpose()
+                }),
+            )
+            .unwrap();
+        let failing = writer
+            .write(
+                None,
+                Box::new(move |ctx| {
+                    let key = canonicalize("tool:x", Path::new("/")).unwrap();
+                    let release = ReleaseRequest {
+                        lease_id,
+                        outcome: Outcome::Released,
+                        moved_to: None,
+                        note: None,
+                    };
+                    locks::release(ctx, &key, release)?;
+                    Err(Error::Internal("injected failure after the release".into()))
+                }),
+            )
+            .unwrap();
+        assert!(answer(failing).is_err());
+        let told = answer(waiting);
+        assert!(
+            matches!(&told, Err(Error::Unavailable(_))),
+            "the waiter must be told to retry, not {told:?}"
+        );
+        // The release was rolled back: alice still holds the lock.
+        let status = writer
+            .write(
+                None,
+                Box::new(|ctx| {
+                    let key = canonicalize("tool:x", Path::new("/")).unwrap();
+                    let r = locks::status(ctx, &key)?;
+                    r.map(|r| crate::methods::reply(&r)).transpose()
+                }),
+            )
+            .unwrap();
+        let status = answer(status).unwrap();
+        assert_eq!(status["status"], "held", "{status}");
+        assert_eq!(status["held_by"]["owner"], "alice");
+    }
 }
