@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{assert_error, Daemon};
+use common::{assert_error, Client, Daemon};
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 #[test]
@@ -212,4 +214,108 @@ fn a_subscriber_that_stops_reading_is_ended_with_where_to_resume() {
         }
     }
     assert!(ended >= 1, "the reader that stopped was never cut off");
+}
+
+/// ARCHITECTURE.md's journal invariant: lease renewals and compaction take no revision
+/// and append no event; every other change appends one.
+#[test]
+fn renewals_and_compaction_leave_the_head_where_it_was() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let head = |c: &mut common::Client| {
+        c.result("Metrics", json!({}))["journal"]["head_seq"]
+            .as_u64()
+            .unwrap()
+    };
+    let lease = c.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:t", "owner": "a"}),
+    );
+    let task = c.result("RegisterTask", json!({"goal": "g", "nodes": [{"id": "n"}]}));
+    let node = c.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "lease_owner": "w"}),
+    );
+    let before = head(&mut c);
+    assert_eq!(
+        before, 3,
+        "acquire, register and node acquire: one event each"
+    );
+    c.result(
+        "HeartbeatResourceLock",
+        json!({"resource_key": "tool:t", "lease_id": lease["lease_id"], "ttl_secs": 60}),
+    );
+    c.result(
+        "HeartbeatNode",
+        json!({"task_id": task["task_id"], "node_id": "n", "lease_id": node["lease_id"], "ttl_secs": 60}),
+    );
+    c.result("CompactJournal", json!({"before_seq": 2}));
+    assert_eq!(head(&mut c), before);
+    c.set("n", "k", json!(1));
+    assert_eq!(head(&mut c), before + 1);
+}
+
+fn rss_kib(pid: i32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+#[test]
+fn stalled_subscribers_hold_a_bounded_amount_of_memory() {
+    let daemon = Daemon::start();
+    let mut writer = daemon.client();
+    let before = rss_kib(daemon.pid(), "VmRSS:");
+    // Two subscribers that never read.
+    let mut stalled: Vec<Client> = (0..2).map(|_| daemon.client()).collect();
+    for s in &mut stalled {
+        s.result("Subscribe", json!({}));
+    }
+    let value = "x".repeat(256 * 1024);
+    let writes = 200; // 50 MiB of events for each subscriber
+    for i in 0..writes {
+        writer.set("big", &format!("k{i}"), json!(value));
+    }
+    let peak = rss_kib(daemon.pid(), "VmHWM:");
+    // Each subscriber may hold 8 MiB queued plus what the socket buffers; the journal
+    // reads and SQLite's caches add a little. Unbounded, it was over 100 MiB more.
+    assert!(
+        peak < before + 64 * 1024,
+        "peak RSS {peak} KiB, {before} KiB before the writes"
+    );
+    // Each stalled subscriber finds its subscription ended, with where to resume.
+    for s in &mut stalled {
+        s.set_read_timeout(Duration::from_secs(30));
+        let ended = loop {
+            let line = s.read_line();
+            if line["method"] == "SubscriptionEnded" {
+                break line;
+            }
+        };
+        assert_eq!(ended["params"]["reason"], "overflow", "{ended}");
+        assert!(ended["params"]["resume_from_seq"].as_u64().unwrap() < writes);
+    }
+}
+
+#[test]
+fn read_events_pages_large_events_by_bytes() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let value = "y".repeat(900 * 1024);
+    for i in 0..40 {
+        c.set("big", &format!("k{i}"), json!(value));
+    }
+    let mut since = 0;
+    let mut seen = 0;
+    while seen < 40 {
+        let page = c.result("ReadEvents", json!({"since_seq": since, "limit": 1000}));
+        let n = page["events"].as_array().unwrap().len();
+        assert!((1..40).contains(&n), "a page of {n} events of 900 KiB");
+        seen += n;
+        since = page["next_seq"].as_u64().unwrap();
+    }
+    assert_eq!(seen, 40);
 }

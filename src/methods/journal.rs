@@ -135,7 +135,7 @@ pub fn read_events(conn: &rusqlite::Connection, p: ReadEventsParams) -> Result<R
         task_id: p.task_id,
     };
     let since_seq = p.since_seq.unwrap_or(0);
-    let (events, next_seq) = sql::read(conn, since_seq, &filter, limit)?;
+    let (events, next_seq) = sql::read(conn, since_seq, &filter, limit, READ_MAX_BYTES)?;
     // Checked after reading: a compaction that ran meanwhile cannot leave a silent gap.
     sql::check_retained(conn, since_seq)?;
     Ok(ReadEventsResult { events, next_seq })
@@ -250,10 +250,15 @@ pub struct UnsubscribeResult {
 
 /// Events read from the journal per step of a subscription.
 const SUBSCRIPTION_PAGE: u64 = 256;
+/// Event data read per step of a subscription (past its first event), so a replay of
+/// large values never holds more than about this much at once.
+const SUBSCRIPTION_PAGE_BYTES: usize = 1 << 20;
+/// Event data one ReadEvents answer carries (past its first event); `next_seq` continues.
+const READ_MAX_BYTES: usize = 16 << 20;
 
 impl Method for SubscribeParams {
     const NAME: &'static str = "Subscribe";
-    const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. A subscriber that falls 1,024 events behind gets SubscriptionEnded with resume_from_seq.";
+    const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. A subscriber that falls 1,024 events or 8 MiB behind gets SubscriptionEnded with resume_from_seq.";
     type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
@@ -320,6 +325,16 @@ impl Method for UnsubscribeParams {
     }
 }
 
+/// Returns freed heap to the system after a stalled subscriber's backlog is dropped (glibc
+/// keeps large freed chunks in its arenas otherwise, so RSS would stay at the peak).
+fn give_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn notification(method: &str, params: serde_json::Value) -> Vec<u8> {
     let mut line = serde_json::to_vec(&serde_json::json!({"method": method, "params": params}))
         .unwrap_or_default();
@@ -334,7 +349,7 @@ async fn stream_events(
     id: String,
     since: u64,
     filter: EventFilter,
-    notify: tokio::sync::mpsc::Sender<Vec<u8>>,
+    notify: super::Notifier,
     token: tokio_util::sync::CancellationToken,
     gate: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -349,7 +364,13 @@ async fn stream_events(
         }
         head.borrow_and_update();
         let page = app.store.read(|conn| {
-            let page = sql::read(conn, last, &filter, SUBSCRIPTION_PAGE)?;
+            let page = sql::read(
+                conn,
+                last,
+                &filter,
+                SUBSCRIPTION_PAGE,
+                SUBSCRIPTION_PAGE_BYTES,
+            )?;
             Ok((page, sql::oldest_seq(conn)?))
         });
         let (events, next) = match page {
@@ -378,7 +399,10 @@ async fn stream_events(
                 continue;
             }
         };
-        let full_page = events.len() as u64 >= SUBSCRIPTION_PAGE;
+        // Cut short by count or by bytes: more may be waiting already.
+        let page_bytes: usize = events.iter().map(|e| e.data.get().len()).sum();
+        let full_page =
+            events.len() as u64 >= SUBSCRIPTION_PAGE || page_bytes >= SUBSCRIPTION_PAGE_BYTES;
         for event in events {
             let seq = event.seq;
             let line = notification(
@@ -387,7 +411,7 @@ async fn stream_events(
             );
             match notify.try_send(line) {
                 Ok(()) => last = seq,
-                Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                Err(super::NotifyError::Full) => {
                     let end = notification(
                         "SubscriptionEnded",
                         serde_json::json!({
@@ -401,9 +425,10 @@ async fn stream_events(
                         _ = notify.send(end) => {}
                         _ = token.cancelled() => {}
                     }
+                    give_memory_back();
                     return;
                 }
-                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return,
+                Err(super::NotifyError::Closed) => return,
             }
         }
         last = last.max(next);

@@ -35,14 +35,14 @@ pub struct ConnectionInfo {
     /// told to the writer (abandoned leases, waits that leave their queues).
     uses_locks: AtomicBool,
     /// Server-pushed lines (subscription events) for this connection; bounded.
-    pub notify: tokio::sync::mpsc::Sender<Vec<u8>>,
+    pub notify: Notifier,
     /// Live subscriptions of this connection, by id.
     pub subscriptions:
         std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 impl ConnectionInfo {
-    pub fn new(id: u64, notify: tokio::sync::mpsc::Sender<Vec<u8>>) -> ConnectionInfo {
+    pub fn new(id: u64, notify: Notifier) -> ConnectionInfo {
         ConnectionInfo {
             id,
             uses_locks: AtomicBool::new(false),
@@ -65,6 +65,86 @@ impl ConnectionInfo {
 
     pub fn uses_locks(&self) -> bool {
         self.uses_locks.load(Ordering::Relaxed)
+    }
+}
+
+/// Most bytes of server-pushed lines a connection may have queued and not yet written to
+/// its client: a subscriber that stops reading is ended (`SubscriptionEnded`, overflow)
+/// before it can hold more, however large the events are.
+pub const NOTIFY_MAX_BYTES: usize = 8 << 20;
+
+/// Why a notification was not queued.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotifyError {
+    /// The client is not reading fast enough (count or byte bound reached).
+    Full,
+    /// The connection is gone.
+    Closed,
+}
+
+/// The sending side of a connection's notification queue, bounded by count (the channel)
+/// and by bytes (`NOTIFY_MAX_BYTES`).
+#[derive(Clone)]
+pub struct Notifier {
+    tx: tokio::sync::mpsc::Sender<Vec<u8>>,
+    queued_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("queued_bytes", &self.queued_bytes())
+            .finish()
+    }
+}
+
+impl Notifier {
+    /// A queue of `capacity` lines; the receiver must call [`Notifier::written`] for each
+    /// line it takes.
+    pub fn channel(capacity: usize) -> (Notifier, tokio::sync::mpsc::Receiver<Vec<u8>>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        let notifier = Notifier {
+            tx,
+            queued_bytes: Default::default(),
+        };
+        (notifier, rx)
+    }
+
+    /// Queues a line unless the queue is full by count or by bytes. One line larger than
+    /// the byte bound still goes through when nothing else is queued.
+    pub fn try_send(&self, line: Vec<u8>) -> std::result::Result<(), NotifyError> {
+        let len = line.len();
+        let queued = self.queued_bytes.fetch_add(len, Ordering::AcqRel);
+        if queued > 0 && queued + len > NOTIFY_MAX_BYTES {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            return Err(NotifyError::Full);
+        }
+        self.tx.try_send(line).map_err(|err| {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            match err {
+                tokio::sync::mpsc::error::TrySendError::Full(_) => NotifyError::Full,
+                tokio::sync::mpsc::error::TrySendError::Closed(_) => NotifyError::Closed,
+            }
+        })
+    }
+
+    /// Queues a (small) line, waiting for room by count; the byte bound does not apply.
+    pub async fn send(&self, line: Vec<u8>) -> std::result::Result<(), NotifyError> {
+        let len = line.len();
+        self.queued_bytes.fetch_add(len, Ordering::AcqRel);
+        self.tx.send(line).await.map_err(|_| {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            NotifyError::Closed
+        })
+    }
+
+    /// The receiver took a line of `len` bytes off the queue.
+    pub fn written(&self, len: usize) {
+        self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.queued_bytes.load(Ordering::Acquire)
     }
 }
 

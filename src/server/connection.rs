@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
 use crate::error::{Error, Result};
-use crate::methods::{self, ConnectionInfo, Ctx, Plan};
+use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 use crate::store::Reply;
 
@@ -53,7 +53,7 @@ static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
 pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationToken) {
     app.metrics.connection_opened();
-    let (notify_tx, mut notify_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(NOTIFY_CAPACITY);
+    let (notify_tx, mut notify_rx) = Notifier::channel(NOTIFY_CAPACITY);
     let connection = Arc::new(ConnectionInfo::new(
         NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         notify_tx,
@@ -85,6 +85,7 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
                 }
             }
             Some(line) = notify_rx.recv() => {
+                connection.notify.written(line.len());
                 if out.write_all(&line).await.is_err() {
                     break;
                 }

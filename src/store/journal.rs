@@ -67,13 +67,15 @@ pub fn length(conn: &Connection) -> Result<u64> {
 /// filter that matches rarely cannot hold a read connection for long.
 const SCAN_BUDGET: u64 = 10_000;
 
-/// Events after `since_seq` matching `filter`, in seq order, at most `limit`; and the seq to
-/// resume from (the last one returned, or the last one examined when the scan ran out).
+/// Events after `since_seq` matching `filter`, in seq order, at most `limit` and (past the
+/// first) at most about `max_bytes` of event data; and the seq to resume from (the last one
+/// returned, or the last one examined when the scan ran out).
 pub fn read(
     conn: &Connection,
     since_seq: u64,
     filter: &EventFilter,
     limit: u64,
+    max_bytes: usize,
 ) -> Result<(Vec<Event>, u64)> {
     let head = head_seq(conn)?;
     let mut stmt = conn.prepare_cached(
@@ -82,6 +84,7 @@ pub fn read(
     )?;
     let mut rows = stmt.query(params![since_seq, head, filter.task_id, SCAN_BUDGET])?;
     let mut events = Vec::new();
+    let mut bytes = 0;
     let mut last_examined = since_seq;
     let mut scanned = 0;
     while let Some(row) = rows.next()? {
@@ -112,7 +115,8 @@ pub fn read(
             node_id: row.get(8)?,
             data: RawValue::from_string(row.get(9)?)?,
         });
-        if events.len() as u64 >= limit {
+        bytes += events.last().map_or(0, |e| e.data.get().len());
+        if events.len() as u64 >= limit || bytes >= max_bytes {
             return Ok((events, seq));
         }
     }
