@@ -99,11 +99,16 @@ fn acquire_returns_a_lease_and_others_see_busy_with_the_holder() {
         "the lease id is the holder's secret"
     );
 
-    // The same owner asking again gets the same lease and token.
-    let again = acquire(&mut b, "file:src/lib.rs", "alice");
+    // The same owner asking again gets the same lease and token; the lease id, a secret,
+    // only on the connection that acquired it.
+    let again = acquire(&mut a, "file:src/lib.rs", "alice");
     assert_eq!(again["status"], "already_held");
     assert_eq!(again["lease_id"], lease["lease_id"]);
     assert_eq!(again["fencing_token"], lease["fencing_token"]);
+    let named = acquire(&mut b, "file:src/lib.rs", "alice");
+    assert_eq!(named["status"], "already_held");
+    assert_eq!(named["fencing_token"], lease["fencing_token"]);
+    assert!(named.get("lease_id").is_none(), "{named}");
 
     let status = b.result(
         "ResourceLockStatus",

@@ -698,9 +698,19 @@ async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Outcome
                     ]),
                 )
                 .await?;
-            let busy = r["status"] == "busy";
+            // already_held through another connection: the lease id went only to that one.
+            let held_elsewhere = r["status"] == "already_held" && r.get("lease_id").is_none();
+            let busy = r["status"] == "busy" || held_elsewhere;
             if out.json {
                 out.raw(&r);
+            } else if held_elsewhere {
+                eprintln!(
+                    "{}: {} is already held by {} (this owner) until {}; its lease id was printed by the acquire that took it, and is shown to nobody else: release it with that id, or wait until it expires",
+                    out.status("busy"),
+                    text(&r["resource_key"]),
+                    text(&r["owner"]),
+                    text(&r["expires_at"]),
+                );
             } else if busy {
                 let held = &r["held_by"];
                 eprintln!(

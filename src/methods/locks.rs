@@ -66,7 +66,10 @@ pub struct Previous {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Lease {
     pub resource_key: String,
-    pub lease_id: String,
+    /// The holder's secret, shown only to the connection that acquired it: an
+    /// `already_held` answer on another connection leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
     pub owner: String,
     pub provider: Option<String>,
     pub fencing_token: u64,

@@ -48,7 +48,11 @@ pub struct ReleaseRequest {
 struct LiveLease {
     lease_id: String,
     deadline: Duration,
+    /// The connection whose `release_on_disconnect` lease this is.
     connection: Option<u64>,
+    /// The connection that acquired it (0 after a restart): only there does asking again
+    /// return the lease id, which is the holder's secret.
+    acquired_on: u64,
 }
 
 struct Waiter {
@@ -112,13 +116,21 @@ impl LockState {
         }
     }
 
-    fn track(&mut self, key: &str, lease_id: &str, deadline: Duration, connection: Option<u64>) {
+    fn track(
+        &mut self,
+        key: &str,
+        lease_id: &str,
+        deadline: Duration,
+        connection: Option<u64>,
+        acquired_on: u64,
+    ) {
         self.leases.insert(
             key.to_string(),
             LiveLease {
                 lease_id: lease_id.to_string(),
                 deadline,
                 connection,
+                acquired_on,
             },
         );
         if let Some(c) = connection {
@@ -183,13 +195,18 @@ impl LockState {
             .prepare("SELECT resource_key, lease_id, expires_at, holder_connection FROM locks")?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        self.leases.clear();
+        let acquired_on: HashMap<String, u64> = self
+            .leases
+            .drain()
+            .map(|(_, lease)| (lease.lease_id, lease.acquired_on))
+            .collect();
         self.by_connection.clear();
         self.deadlines
             .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
         for (key, lease_id, expires_at, connection) in rows {
             let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
-            self.track(&key, &lease_id, mono_now + remaining, connection);
+            let on = acquired_on.get(&lease_id).copied().unwrap_or(0);
+            self.track(&key, &lease_id, mono_now + remaining, connection, on);
         }
         Ok(())
     }
@@ -261,7 +278,7 @@ impl LockRow {
     fn lease(&self, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
         Ok(Lease {
             resource_key: self.resource_key.clone(),
-            lease_id: self.lease_id.clone(),
+            lease_id: Some(self.lease_id.clone()),
             owner: self.owner.clone(),
             provider: self.provider.clone(),
             fencing_token: self.fencing_token,
@@ -339,10 +356,9 @@ fn previous(conn: &Connection, key: &str) -> Result<Option<Previous>> {
         .optional()?)
 }
 
-fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, lease_id: &str, why: &str) -> Result<Error> {
+fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
     let mut data = serde_json::Map::new();
     data.insert("resource_key".into(), key.into());
-    data.insert("lease_id".into(), lease_id.into());
     let holder = held(ctx.conn, key)?;
     let next = match &holder {
         Some(row) => {
@@ -358,7 +374,8 @@ fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, lease_id: &str, why: &str) -> Re
         None => "acquire it again with AcquireResourceLock".to_string(),
     };
     Ok(Error::LeaseInvalid {
-        message: format!("lease {lease_id} on {key} is {why}; {next}"),
+        // Never echo the id: messages end up in logs and agents' transcripts.
+        message: format!("the lease given for {key} is {why}; {next}"),
         data,
     })
 }
@@ -386,7 +403,7 @@ fn end_lease(
         "lock.released"
     };
     let data = serde_json::json!({
-        "outcome": outcome, "lease_id": row.lease_id, "fencing_token": row.fencing_token,
+        "outcome": outcome, "fencing_token": row.fencing_token,
         "moved_to": moved_to, "note": note,
     })
     .to_string();
@@ -513,8 +530,10 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
             request.metadata,
             request.release_on_disconnect.then_some(request.connection)
         ])?;
-    let data = serde_json::json!({"lease_id": lease_id, "fencing_token": fencing_token, "expires_at": format_ms(expires_at)})
-        .to_string();
+    // The lease id is the holder's secret: the event carries the owner and fencing token only.
+    let data =
+        serde_json::json!({"fencing_token": fencing_token, "expires_at": format_ms(expires_at)})
+            .to_string();
     let seq = ctx.next_revision();
     journal::append(
         ctx,
@@ -529,8 +548,13 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
     )?;
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
     let connection = request.release_on_disconnect.then_some(request.connection);
-    ctx.locks
-        .track(&request.key.key, &lease_id, deadline, connection);
+    ctx.locks.track(
+        &request.key.key,
+        &lease_id,
+        deadline,
+        connection,
+        request.connection,
+    );
     let row = LockRow {
         resource_key: request.key.key.clone(),
         lease_id,
@@ -556,9 +580,18 @@ pub fn acquire(
     if let Some(row) = held(ctx.conn, &request.key.key)? {
         if row.owner == request.owner {
             let previous = previous(ctx.conn, &row.resource_key)?;
-            return Ok(Some(AcquireResult::AlreadyHeld(
-                row.lease(ctx.now_ms, previous)?,
-            )));
+            let mut lease = row.lease(ctx.now_ms, previous)?;
+            // Anyone can say an owner's name; only the connection that acquired the lease
+            // is shown its id again.
+            let same_connection = ctx
+                .locks
+                .leases
+                .get(&row.resource_key)
+                .is_some_and(|l| l.acquired_on == request.connection);
+            if !same_connection {
+                lease.lease_id = None;
+            }
+            return Ok(Some(AcquireResult::AlreadyHeld(lease)));
         }
     }
     // Waiters queued before this caller go first: serve them before judging this request.
@@ -650,19 +683,14 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
 fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Result<LockRow> {
     match held(ctx.conn, &key.key)? {
         Some(row) if row.lease_id == lease_id => Ok(row),
-        Some(_) => Err(lease_invalid(
-            ctx,
-            &key.key,
-            lease_id,
-            "not the current lease",
-        )?),
+        Some(_) => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         None => {
             let why = match previous(ctx.conn, &key.key)? {
                 Some(p) if p.outcome == "expired" => "expired",
                 Some(_) => "released",
                 None => "unknown",
             };
-            Err(lease_invalid(ctx, &key.key, lease_id, why)?)
+            Err(lease_invalid(ctx, &key.key, why)?)
         }
     }
 }
@@ -678,13 +706,19 @@ pub fn heartbeat(
     ctx.conn
         .prepare_cached("UPDATE locks SET expires_at = ?2 WHERE resource_key = ?1")?
         .execute(params![key.key, expires_at])?;
-    let connection = ctx.locks.leases.get(&key.key).and_then(|l| l.connection);
+    let (connection, acquired_on) = ctx
+        .locks
+        .leases
+        .get(&key.key)
+        .map(|l| (l.connection, l.acquired_on))
+        .unwrap_or_default();
     ctx.locks.forget(&key.key);
     ctx.locks.track(
         &key.key,
         &row.lease_id,
         ctx.mono_now + Duration::from_millis(ttl_ms),
         connection,
+        acquired_on,
     );
     Ok(Some(HeartbeatResult {
         resource_key: key.key.clone(),
@@ -871,6 +905,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 &row.lease_id,
                 ctx.mono_now + remaining,
                 None,
+                0,
             );
         }
     }

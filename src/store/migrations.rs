@@ -33,6 +33,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_task_progress",
         sql: include_str!("../../migrations/0004_task_progress.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_scrub_lease_ids",
+        sql: include_str!("../../migrations/0005_scrub_lease_ids.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -110,6 +115,39 @@ mod tests {
         for (i, m) in MIGRATIONS.iter().enumerate() {
             assert_eq!(m.version, i as i64 + 1);
         }
+    }
+
+    #[test]
+    fn lease_ids_left_in_an_old_journal_are_scrubbed() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, 0).unwrap();
+        // As written by versions before the scrub.
+        conn.execute_batch(
+            r#"INSERT INTO events (seq, type, at, data) VALUES
+                 (1, 'lock.acquired', 0, '{"lease_id":"secret-1","fencing_token":1}'),
+                 (2, 'node.acquired', 0, '{"lease_id":"secret-2","attempt":1}'),
+                 (3, 'node.rolled_back', 0, '{"attempt":1,"lease_id":"secret-3","reason":"x"}'),
+                 (4, 'custom.note', 0, '{"lease_id":"a user payload stays"}');
+               DELETE FROM schema_migrations WHERE version = 5;"#,
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let data: Vec<String> = conn
+            .prepare("SELECT data FROM events ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            data,
+            [
+                r#"{"fencing_token":1}"#,
+                r#"{"attempt":1}"#,
+                r#"{"attempt":1,"reason":"x"}"#,
+                r#"{"lease_id":"a user payload stays"}"#,
+            ]
+        );
     }
 
     #[test]

@@ -458,7 +458,8 @@ fn grant(
             ],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )?;
-    let data = serde_json::json!({"lease_id": lease_id, "attempt": attempts, "lease_expires_at": format_ms(expires_at)})
+    // The lease id is the worker's secret: the event says who holds the node, never the id.
+    let data = serde_json::json!({"attempt": attempts, "lease_expires_at": format_ms(expires_at)})
         .to_string();
     event(
         ctx,
@@ -654,7 +655,8 @@ fn own_node(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, lease_id: &str) ->
         _ => "it has FAILED; stop working on it",
     };
     Err(Error::LeaseInvalid {
-        message: format!("lease {lease_id} on node {node_id} is no longer valid: {next}"),
+        // Never echo the id: messages end up in logs and agents' transcripts.
+        message: format!("the lease given for node {node_id} is not its live lease: {next}"),
         data,
     })
 }
@@ -808,16 +810,17 @@ pub fn commit_event(
     let Some(node) = node_row(ctx.conn, task_id, node_id)? else {
         return Err(missing(ctx.conn, task_id, node_id)?);
     };
-    let actor = if node.state == "RUNNING" {
-        let Some(lease_id) = lease_id else {
+    // A lease id that is given must be the node's live one, whatever the node's state: a
+    // stale, rolled-back, completed or made-up lease appends nothing (410).
+    let actor = match lease_id {
+        Some(lease_id) => own_node(ctx, task_id, node_id, lease_id)?.lease_owner,
+        None if node.state == "RUNNING" => {
             return Err(Error::invalid_params(
                 "lease_id",
                 "the node is RUNNING: CommitEvent needs the lease_id of its holder",
-            ));
-        };
-        own_node(ctx, task_id, node_id, lease_id)?.lease_owner
-    } else {
-        None
+            ))
+        }
+        None => None,
     };
     let seq = event(
         ctx,
@@ -875,7 +878,7 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
         return Ok(());
     };
     let data = serde_json::json!({
-        "attempt": node.attempts, "lease_id": node.lease_id, "reason": note,
+        "attempt": node.attempts, "reason": note,
     })
     .to_string();
     let seq = event(

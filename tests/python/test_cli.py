@@ -77,10 +77,16 @@ def test_lock_commands(daemon: Daemon) -> None:
     assert status.returncode == 0 and "modified by editor" in status.stdout
     stale = baton(daemon, "lock", "release", "file:src/lib.rs", lease)
     assert stale.returncode == 6
-    # The same owner asking again gets its lease back: scripts can re-run safely.
+    # The same owner asking again from another process is told it holds it, but the lease
+    # id, a secret, went only to the acquire that took it: exit 5, nothing on stdout.
     first = baton(daemon, "lock", "acquire", "tool:fmt", "--owner", "ci").stdout
     again = baton(daemon, "--json", "lock", "acquire", "tool:fmt", "--owner", "ci")
-    assert js(again)["status"] == "already_held" and js(again)["lease_id"] == first.strip()
+    assert again.returncode == 5
+    answer = json.loads(again.stdout)
+    assert answer["status"] == "already_held" and "lease_id" not in answer
+    assert answer["fencing_token"] > 0 and first.strip()
+    plain = baton(daemon, "lock", "acquire", "tool:fmt", "--owner", "ci")
+    assert plain.returncode == 5 and plain.stdout == "" and "already held by ci" in plain.stderr
 
 
 def test_task_and_event_commands(daemon: Daemon, tmp_path: Path) -> None:

@@ -115,6 +115,11 @@ def test_lock_heartbeats_releases_with_outcome_and_refuses_when_busy(daemon: Dae
                 with other.lock("dir:src", owner="refactorer"):
                     pass
             assert busy.value.held_by["owner"] == "editor"
+            # Saying the holder's name from another connection does not hand out its lease.
+            with pytest.raises(baton.LockBusyError) as named:
+                with other.lock("file:src/lib.rs", owner="editor"):
+                    pass
+            assert "this owner name" in str(named.value)
             first_expiry = lease.expires_at
             # The background heartbeat keeps the 2 s lease alive past its first expiry.
             wait_for(

@@ -109,6 +109,22 @@ def busy_error(r: Dict[str, Any]) -> LockBusyError:
     )
 
 
+def refusal(r: Dict[str, Any]) -> Optional[LockBusyError]:
+    """The error for an AcquireResourceLock answer that gives no lease: busy, or
+    already_held by the same owner name through another connection (the lease id is shown
+    only to the connection that acquired it)."""
+    if r["status"] == "busy":
+        return busy_error(r)
+    if "lease_id" not in r:
+        return LockBusyError(
+            f"{r['resource_key']} is already held by {r.get('owner')} (this owner name) through another "
+            "connection, which alone was given its lease id; release it there, or wait until it expires",
+            kind="busy",
+            data=r,
+        )
+    return None
+
+
 def release_params(lease: Lease, exc_type: Any, exc: Any) -> Dict[str, Any]:
     """ReleaseResourceLock params at the end of a `lock()` block: the lease's outcome, or
     `abandoned` with the exception as the note when the block raised."""

@@ -437,8 +437,9 @@ class AsyncHeldLock:
     async def __aenter__(self) -> Lease:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
         r = await self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
-        if r["status"] == "busy":
-            raise _common.busy_error(r)
+        refused = _common.refusal(r)
+        if refused is not None:
+            raise refused
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _AsyncHeartbeat(

@@ -225,7 +225,7 @@ class Client:
         provider: Optional[str] = None,
         release_on_disconnect: Optional[bool] = None,
     ) -> Dict[str, Any]:
-        """The raw answer: status acquired / already_held (with lease_id) or busy (held_by)."""
+        """The raw answer: status acquired / already_held (with lease_id on the acquiring connection) or busy (held_by)."""
         return self._dict(
             "AcquireResourceLock",
             _common.lock_params(
@@ -488,8 +488,9 @@ class HeldLock:
     def __enter__(self) -> Lease:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
         r = self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
-        if r["status"] == "busy":
-            raise _common.busy_error(r)
+        refused = _common.refusal(r)
+        if refused is not None:
+            raise refused
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _Heartbeat(
