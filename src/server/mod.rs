@@ -27,8 +27,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why the daemon would not start. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("another batond is already running with the database {database} (its lock file {lock} is held); stop it first, or give this one another BATON_HOME")]
-    AlreadyRunningDatabase { database: PathBuf, lock: PathBuf },
+    #[error("another batond is already running with the database {database} (the file is locked, perhaps reached through a hard link or another path); stop it first, or give this one a database of its own")]
+    AlreadyRunningDatabase { database: PathBuf },
     #[error("another batond is already running and serving {0}; stop it first, or give this one another BATON_SOCKET_PATH")]
     AlreadyRunningSocket(PathBuf),
     #[error("{0} exists and is not a socket; refusing to delete it. Move it away, or set BATON_SOCKET_PATH to another path")]
@@ -60,24 +60,28 @@ fn create_private_dir(dir: &Path) -> Result<(), StartError> {
         .map_err(io_error("cannot create the directory", dir))
 }
 
-/// Takes an exclusive lock on a file beside the database; held for the daemon's life.
+/// Takes an exclusive lock on the database file itself (creating it if it does not exist),
+/// held for the daemon's life. `flock` locks the file's inode, not its path, so a second
+/// daemon that reaches the same database through a hard link (or another spelling of the
+/// path) is refused too. `flock` locks are independent of the POSIX `fcntl` locks SQLite
+/// takes on the same file, and this descriptor stays open until SQLite has closed, so
+/// closing it never drops SQLite's locks.
 fn lock_database(database: &Path) -> Result<File, StartError> {
-    let mut lock = database.as_os_str().to_owned();
-    lock.push(".lock");
-    let lock = PathBuf::from(lock);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
-        .open(&lock)
-        .map_err(io_error("cannot open the lock file", &lock))?;
+        .open(database)
+        .map_err(io_error("cannot open the database", database))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(StartError::AlreadyRunningDatabase {
             database: database.to_path_buf(),
-            lock,
         }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_error("cannot lock", &lock)(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(io_error("cannot lock the database", database)(e))
+        }
     }
 }
 
