@@ -175,3 +175,141 @@ fn a_hard_link_to_a_running_daemons_database_is_refused() {
     c.set("n", "k", json!(2));
     assert_eq!(c.get("n", "k")["value"], 2, "the first daemon still serves");
 }
+
+// ---- item 3: a home, env file or socket other users could write is refused ----
+
+/// A uid that is not ours (nobody), for files "owned by another user".
+const OTHER_UID: u32 = 65534;
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Tests about another user's files need root to make such files.
+fn skip_unless_root(test: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    eprintln!("!!!!!!!! SKIPPED {test}: only root can give a file to another user; run the tests as root to cover it !!!!!!!!");
+    true
+}
+
+#[test]
+fn a_world_writable_home_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    private_dir(&home);
+    chmod(&home, 0o777);
+    let log = start(dir.path(), &home, &[]).assert_refused();
+    assert!(log.contains("writable by other users"), "{log}");
+    assert!(log.contains("chmod go-w"), "says how to fix it: {log}");
+    assert!(!home.join("baton.sock").exists(), "nothing was bound there");
+    chmod(&home, 0o700);
+    let mut fixed = start(dir.path(), &home, &[]);
+    assert!(fixed.started, "{}", fixed.log());
+    fixed.client().set("n", "k", json!(1));
+    fixed.signal(libc::SIGTERM);
+    assert!(fixed.wait_exit(PATIENCE).unwrap().success());
+}
+
+#[test]
+fn a_home_owned_by_another_user_is_refused() {
+    if skip_unless_root("a_home_owned_by_another_user_is_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    private_dir(&home);
+    chown(&home, OTHER_UID);
+    let log = start(dir.path(), &home, &[]).assert_refused();
+    assert!(log.contains("belongs to another user"), "{log}");
+    assert!(log.contains("chown"), "says how to fix it: {log}");
+    assert!(!home.join("baton.db").exists(), "nothing was created there");
+}
+
+#[test]
+fn a_home_that_is_a_symlink_into_another_users_directory_is_refused() {
+    if skip_unless_root("a_home_that_is_a_symlink_into_another_users_directory_is_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let theirs = dir.path().join("theirs");
+    private_dir(&theirs);
+    // Their env file would open the socket to everyone and pick the database.
+    std::fs::write(
+        theirs.join(".env"),
+        format!(
+            "BATON_SOCKET_MODE=0666\nBATON_DATABASE_URL=sqlite://{}\n",
+            theirs.join("mine.db").display()
+        ),
+    )
+    .unwrap();
+    chown(&theirs.join(".env"), OTHER_UID);
+    chown(&theirs, OTHER_UID);
+    let home = dir.path().join("home");
+    std::os::unix::fs::symlink(&theirs, &home).unwrap();
+    let mut cmd = batond(dir.path(), &home);
+    cmd.env_remove("BATON_ENV_FILE");
+    let log = Proc::spawn(cmd, home.join("baton.sock")).assert_refused();
+    assert!(log.contains("belongs to another user"), "{log}");
+    assert!(log.contains("a symlink to"), "names the target: {log}");
+    assert!(!theirs.join("mine.db").exists() && !theirs.join("baton.sock").exists());
+}
+
+#[test]
+fn an_env_file_others_can_write_or_own_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    private_dir(&home);
+    let env_file = home.join(".env");
+    std::fs::write(&env_file, "BATON_LOCK_TTL_SECS=7\n").unwrap();
+    chmod(&env_file, 0o666);
+    let mut cmd = batond(dir.path(), &home);
+    cmd.env_remove("BATON_ENV_FILE");
+    let log = Proc::spawn(cmd, home.join("baton.sock")).assert_refused();
+    assert!(log.contains("the env file"), "{log}");
+    assert!(
+        log.contains(&format!("chmod go-w {}", env_file.display())),
+        "says how to fix it: {log}"
+    );
+    if skip_unless_root("an_env_file_others_can_write_or_own_is_refused (foreign owner)") {
+        return;
+    }
+    chmod(&env_file, 0o644);
+    chown(&env_file, OTHER_UID);
+    let mut cmd = batond(dir.path(), &home);
+    cmd.env_remove("BATON_ENV_FILE");
+    let log = Proc::spawn(cmd, home.join("baton.sock")).assert_refused();
+    assert!(log.contains("belongs to another user"), "{log}");
+    assert!(log.contains("chown"), "{log}");
+}
+
+#[test]
+fn socket_modes_open_to_everyone_are_refused_group_modes_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    for mode in ["0666", "0606", "0602"] {
+        let log = start(dir.path(), &home, &["--socket-mode", mode]).assert_refused();
+        assert!(log.contains("every user"), "{mode}: {log}");
+        assert!(log.contains("0600"), "says what to use: {log}");
+    }
+    let mut cmd = batond(dir.path(), &home);
+    cmd.env("BATON_SOCKET_MODE", "0666");
+    let log = Proc::spawn(cmd, home.join("baton.sock")).assert_refused();
+    assert!(log.contains("BATON_SOCKET_MODE (environment)"), "{log}");
+
+    let group = start(dir.path(), &home, &["--socket-mode", "0660"]);
+    assert!(group.started, "{}", group.log());
+    assert!(group.log().contains("WARN"), "{}", group.log());
+    assert!(group.log().contains("group"), "{}", group.log());
+    let mode = std::fs::metadata(&group.socket)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o660);
+}

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::app::App;
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{check_trusted, Config};
 use crate::store::Store;
 
 /// How long shutdown waits for requests in flight before closing anyway.
@@ -39,6 +39,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Untrusted(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Store(#[from] crate::store::OpenError),
 }
@@ -219,9 +221,26 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             create_private_dir(parent)?;
         }
     }
-    let _lock = lock_database(&config.database_path)?;
     let inherited = inherited_listener()?;
     let activated = inherited.is_some();
+    // Another user who can write here could swap the socket (and capture requests) or the
+    // database: refuse, and say how to fix it.
+    check_trusted(&config.home, "BATON_HOME", false)?;
+    if let Some(dir) = config.database_path.parent() {
+        check_trusted(dir, "the database's directory", true)?;
+    }
+    if !activated {
+        if let Some(dir) = config.socket_path.parent() {
+            check_trusted(dir, "the socket's directory", true)?;
+        }
+        if config.socket_mode & 0o077 != 0 {
+            tracing::warn!(
+                "the socket mode {:04o} lets members of the socket's group connect and act as you; set BATON_SOCKET_MODE=0600 unless that is what you want",
+                config.socket_mode
+            );
+        }
+    }
+    let _lock = lock_database(&config.database_path)?;
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
