@@ -41,6 +41,9 @@ pub struct Flags {
     /// Root that absolute file:/dir: lock paths must lie in (BATON_WORKSPACE) [default: the working directory]
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<String>,
+    /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
+    #[arg(long, value_name = "MS")]
+    pub shutdown_grace_ms: Option<String>,
 }
 
 /// The resolved configuration of one daemon.
@@ -58,6 +61,8 @@ pub struct Config {
     pub max_line_bytes: usize,
     pub max_value_bytes: usize,
     pub workspace: PathBuf,
+    /// How long a shutdown waits for connections to finish before closing them.
+    pub shutdown_grace_ms: u64,
 }
 
 /// A configuration value that could not be used; the message names where it came from.
@@ -224,6 +229,7 @@ impl Config {
             ("BATON_MAX_LINE_BYTES", &flags.max_line_bytes),
             ("BATON_MAX_VALUE_BYTES", &flags.max_value_bytes),
             ("BATON_WORKSPACE", &flags.workspace),
+            ("BATON_SHUTDOWN_GRACE_MS", &flags.shutdown_grace_ms),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
@@ -355,6 +361,7 @@ impl Config {
             max_line_bytes: layers.number("BATON_MAX_LINE_BYTES", 1 << 20, 64)?,
             max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
             workspace,
+            shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
         })
     }
 }

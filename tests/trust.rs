@@ -313,3 +313,73 @@ fn socket_modes_open_to_everyone_are_refused_group_modes_warn() {
         & 0o777;
     assert_eq!(mode, 0o660);
 }
+
+// ---- item 9: a shutdown is bounded even when clients stop reading ----
+
+#[test]
+fn sigterm_ends_within_the_grace_when_clients_do_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mut daemon = start(dir.path(), &home, &["--shutdown-grace-ms", "300"]);
+    assert!(daemon.started, "{}", daemon.log());
+
+    // A subscriber that never reads its events.
+    let mut subscriber = daemon.client();
+    subscriber.result("Subscribe", json!({}));
+    // A pipeliner that never reads its answers (its sends run on a thread: they block once
+    // batond stops reading, and fail once batond closes the connection).
+    let mut c = daemon.client();
+    let big = "x".repeat(1024);
+    c.set("n", "big", json!(big));
+    let mut pipeliner = daemon.client();
+    let sender = std::thread::spawn(move || {
+        let get = json!({"id": 1, "method": "Get", "params": {"namespace": "n", "key": "big"}});
+        let line = format!("{get}\n");
+        for _ in 0..4000 {
+            if !pipeliner.try_send_raw(line.as_bytes()) {
+                break;
+            }
+        }
+        pipeliner
+    });
+    // Far more events than any socket buffer holds.
+    let payload = "p".repeat(32 * 1024);
+    for _ in 0..200 {
+        c.result("Publish", json!({"topic": "t", "payload": payload}));
+    }
+    drop(c);
+
+    let asked = Instant::now();
+    daemon.signal(libc::SIGTERM);
+    let status = daemon.wait_exit(PATIENCE).unwrap_or_else(|| {
+        panic!(
+            "still running {PATIENCE:?} after SIGTERM:\n{}",
+            daemon.log()
+        )
+    });
+    assert!(status.success(), "{status:?}\n{}", daemon.log());
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        asked.elapsed()
+    );
+    assert!(
+        daemon.log().contains("shutdown grace"),
+        "says why it closed clients: {}",
+        daemon.log()
+    );
+    assert!(
+        !daemon.log().contains("exiting anyway"),
+        "the stalled connections closed at the grace: {}",
+        daemon.log()
+    );
+    assert!(!daemon.socket.exists(), "socket removed");
+    drop(sender.join().unwrap());
+    drop(subscriber);
+    // Nothing acknowledged was lost on the way out.
+    let mut again = start(dir.path(), &home, &[]);
+    assert!(again.started, "{}", again.log());
+    assert_eq!(again.client().get("n", "big")["value"], json!(big));
+    again.signal(libc::SIGTERM);
+    assert!(again.wait_exit(PATIENCE).unwrap().success());
+}

@@ -21,8 +21,8 @@ use crate::clock::Clock;
 use crate::config::{check_trusted, Config};
 use crate::store::Store;
 
-/// How long shutdown waits for requests in flight before closing anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the grace, how long closed connections get to finish before the daemon exits anyway.
+const HARD_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why the daemon would not start. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -268,6 +268,8 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     );
 
     let shutdown = CancellationToken::new();
+    // Cancelled when the shutdown grace runs out: ends connections mid-write.
+    let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
     let mut sigterm = signal(SignalKind::terminate())
@@ -278,7 +280,12 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection::serve(stream, app.clone(), shutdown.clone()));
+                    connections.spawn(connection::serve(
+                        stream,
+                        app.clone(),
+                        shutdown.clone(),
+                        hard_stop.clone(),
+                    ));
                 }
                 Err(err) => {
                     // Out of file descriptors and the like: back off briefly instead of spinning.
@@ -300,11 +307,26 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         Ok(None)
     }));
     connections.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
+    // Clients that do not read (a stalled subscriber, a pipeliner) would hold the shutdown
+    // forever: after the grace they are closed, their unread answers dropped.
+    let grace = Duration::from_millis(app.config.shutdown_grace_ms);
+    if tokio::time::timeout(grace, connections.wait())
         .await
         .is_err()
     {
-        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}; closing anyway");
+        tracing::warn!(
+            "{} connections did not take their answers within the shutdown grace of {grace:?}; closing them (BATON_SHUTDOWN_GRACE_MS sets the grace)",
+            connections.len()
+        );
+        hard_stop.cancel();
+        if tokio::time::timeout(HARD_STOP_TIMEOUT, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "some connections did not close within {HARD_STOP_TIMEOUT:?}; exiting anyway"
+            );
+        }
     }
     app.store.writer().shutdown().await;
     let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
