@@ -383,3 +383,150 @@ fn sigterm_ends_within_the_grace_when_clients_do_not_read() {
     again.signal(libc::SIGTERM);
     assert!(again.wait_exit(PATIENCE).unwrap().success());
 }
+
+// ---- item 10: signals a service manager sends ----
+
+#[test]
+fn sighup_and_sigusr_keep_it_serving_sigquit_shuts_it_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mut daemon = start(dir.path(), &home, &[]);
+    assert!(daemon.started, "{}", daemon.log());
+    let mut c = daemon.client();
+    c.set("n", "k", json!(1));
+    for (signal, name) in [
+        (libc::SIGHUP, "SIGHUP:"),
+        (libc::SIGUSR1, "SIGUSR1:"),
+        (libc::SIGUSR2, "SIGUSR2:"),
+    ] {
+        daemon.signal(signal);
+        assert!(
+            daemon.wait_for_log(name),
+            "{name} not logged (did it kill batond?):\n{}",
+            daemon.log()
+        );
+        assert!(
+            daemon.child.try_wait().unwrap().is_none(),
+            "{name} killed it"
+        );
+        assert_eq!(daemon.client().result("Health", json!({}))["status"], "ok");
+        assert_eq!(
+            c.get("n", "k")["value"],
+            1,
+            "{name}: open connections keep working"
+        );
+    }
+    assert!(
+        daemon.log().contains("does not reload its configuration"),
+        "SIGHUP says a restart is needed: {}",
+        daemon.log()
+    );
+    assert!(
+        daemon.log().contains("connections open"),
+        "{}",
+        daemon.log()
+    );
+    drop(c);
+    daemon.signal(libc::SIGQUIT);
+    let status = daemon
+        .wait_exit(PATIENCE)
+        .unwrap_or_else(|| panic!("SIGQUIT did not stop it:\n{}", daemon.log()));
+    assert!(status.success(), "{status:?}\n{}", daemon.log());
+    assert!(!daemon.socket.exists(), "socket removed");
+    assert!(daemon.log().contains("batond stopped"), "{}", daemon.log());
+}
+
+// ---- item 14: at the open-file limit ----
+
+#[test]
+fn at_the_open_file_limit_accept_backs_off_logs_rarely_counts_and_recovers() {
+    const LIMIT: libc::rlim_t = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mut cmd = batond(dir.path(), &home);
+    // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec. Both limits,
+    // since batond raises its soft limit to the hard one.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let daemon = Proc::spawn(cmd, home.join("baton.sock"));
+    assert!(daemon.started, "{}", daemon.log());
+
+    // Open clients, each asking for Health, until batond cannot accept one.
+    let health = format!("{}\n", json!({"id": 1, "method": "Health", "params": {}}));
+    let mut served = Vec::new();
+    let deadline = Instant::now() + PATIENCE;
+    let mut stuck = loop {
+        assert!(
+            Instant::now() < deadline,
+            "never reached the limit:\n{}",
+            daemon.log()
+        );
+        let mut c = daemon.client();
+        c.send_raw(health.as_bytes());
+        c.set_read_timeout(Duration::from_millis(20));
+        let answered = loop {
+            if let Some(answer) = c.try_read_line() {
+                break Some(answer);
+            }
+            if daemon.log().contains("accept failed") {
+                break None;
+            }
+            assert!(Instant::now() < deadline, "no answer and no accept failure");
+        };
+        match answered {
+            Some(_) => served.push(c),
+            None => break c,
+        }
+    };
+    assert!(
+        served.len() < LIMIT as usize,
+        "{} clients served under a limit of {LIMIT}",
+        served.len()
+    );
+    // Let batond retry for a while (with a fixed 50 ms pause it would log ~25 warnings).
+    let stalled = Instant::now();
+    std::thread::sleep(Duration::from_millis(1200));
+    // Free descriptors: the waiting client is then served.
+    let n_served = served.len();
+    served.truncate(n_served / 2);
+    stuck.set_read_timeout(PATIENCE);
+    let answer = stuck
+        .try_read_line()
+        .expect("served once descriptors are free");
+    assert_eq!(answer["result"]["status"], "ok", "{answer}");
+    let waited = stalled.elapsed();
+
+    let metrics = daemon.client().result("Metrics", json!({}));
+    let failures = metrics["connections"]["accept_errors"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no connections.accept_errors in {metrics}"));
+    let warnings = daemon.log().matches("accept failed").count() as u64;
+    println!(
+        "{} clients served; {failures} accept failures and {warnings} warnings over {waited:?}",
+        n_served
+    );
+    // Back-off from 10 ms doubling: a few failures over ~1.2 s, not one per 50 ms.
+    assert!(failures >= 3, "{failures} failures over {waited:?}");
+    assert!(
+        failures <= 20,
+        "{failures} failures over {waited:?}: no back-off"
+    );
+    // One warning per 10 s at most.
+    let allowed = 1 + waited.as_secs() / 10;
+    assert!(
+        warnings <= allowed,
+        "{warnings} warnings for {failures} failures over {waited:?}:\n{}",
+        daemon.log()
+    );
+    assert!(daemon.log().contains("more failures since the last report"));
+}

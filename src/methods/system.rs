@@ -111,6 +111,8 @@ pub struct MetricsParams {}
 pub struct ConnectionFigures {
     pub open: u64,
     pub total: u64,
+    /// Connections the daemon failed to accept (at the open-file limit, mostly).
+    pub accept_errors: u64,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -183,6 +185,7 @@ impl Method for MetricsParams {
                 connections: ConnectionFigures {
                     open: app.metrics.connections_open(),
                     total: app.metrics.connections_total(),
+                    accept_errors: app.metrics.accept_errors(),
                 },
                 records: RecordFigures { live, tombstones },
                 journal: JournalFigures {

@@ -1,5 +1,5 @@
 //! The daemon's life: claim the database and the socket, serve connections, and shut down
-//! cleanly on SIGTERM or SIGINT.
+//! cleanly on SIGTERM, SIGINT or SIGQUIT (SIGHUP, SIGUSR1 and SIGUSR2 are logged).
 
 pub mod codec;
 pub mod connection;
@@ -208,7 +208,71 @@ async fn sweep_expired_locks(app: Arc<App>) {
     }
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. Returns once everything is committed and the
+/// Accept failures (out of file descriptors, mostly): back off exponentially instead of
+/// spinning, and log at a bounded rate with a count of the failures not logged.
+struct AcceptErrors {
+    backoff: Duration,
+    paused_until: Option<tokio::time::Instant>,
+    last_logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// At most one accept warning per this long.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl AcceptErrors {
+    fn new() -> AcceptErrors {
+        AcceptErrors {
+            backoff: ACCEPT_BACKOFF_MIN,
+            paused_until: None,
+            last_logged: None,
+            unlogged: 0,
+        }
+    }
+
+    fn succeeded(&mut self) {
+        self.backoff = ACCEPT_BACKOFF_MIN;
+    }
+
+    fn failed(&mut self, err: &std::io::Error) {
+        let now = tokio::time::Instant::now();
+        if self
+            .last_logged
+            .is_none_or(|at| now.duration_since(at) >= ACCEPT_LOG_EVERY)
+        {
+            tracing::warn!(
+                %err,
+                "accept failed; new clients wait until it succeeds (retrying with back-off, {} more failures since the last report; Metrics counts them as connections.accept_errors); if it is EMFILE, raise the open-file limit (ulimit -n, LimitNOFILE=)",
+                self.unlogged
+            );
+            self.last_logged = Some(now);
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
+        }
+        self.paused_until = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF_MAX);
+    }
+}
+
+/// SIGUSR1/SIGUSR2: a status line in the log; the daemon keeps serving.
+fn log_status(signal: &str, app: &App) {
+    let stats = app.store.writer_stats();
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    tracing::info!(
+        "{signal}: still serving; {} connections open ({} since start), head revision {}, {} commits ({} failed), {} accept errors",
+        app.metrics.connections_open(),
+        app.metrics.connections_total(),
+        *app.store.writer().head().borrow(),
+        stats.commits.load(relaxed),
+        stats.failed_commits.load(relaxed),
+        app.metrics.accept_errors(),
+    );
+}
+
+/// Runs the daemon until SIGTERM, SIGINT or SIGQUIT. Returns once everything is committed and the
 /// socket is removed.
 pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError> {
     raise_open_file_limit();
@@ -272,14 +336,22 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
-    let mut sigterm = signal(SignalKind::terminate())
-        .map_err(io_error("cannot handle SIGTERM", Path::new("")))?;
-    let mut sigint =
-        signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT", Path::new("")))?;
+    let listen_for = |kind: SignalKind, name: &'static str| {
+        signal(kind).map_err(io_error(name, Path::new("(signal handler)")))
+    };
+    let mut sigterm = listen_for(SignalKind::terminate(), "cannot handle SIGTERM")?;
+    let mut sigint = listen_for(SignalKind::interrupt(), "cannot handle SIGINT")?;
+    let mut sigquit = listen_for(SignalKind::quit(), "cannot handle SIGQUIT")?;
+    let mut sighup = listen_for(SignalKind::hangup(), "cannot handle SIGHUP")?;
+    let mut sigusr1 = listen_for(SignalKind::user_defined1(), "cannot handle SIGUSR1")?;
+    let mut sigusr2 = listen_for(SignalKind::user_defined2(), "cannot handle SIGUSR2")?;
+    let mut accept_errors = AcceptErrors::new();
     loop {
+        let paused = accept_errors.paused_until;
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if paused.is_none() => match accepted {
                 Ok((stream, _)) => {
+                    accept_errors.succeeded();
                     connections.spawn(connection::serve(
                         stream,
                         app.clone(),
@@ -288,13 +360,21 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
                     ));
                 }
                 Err(err) => {
-                    // Out of file descriptors and the like: back off briefly instead of spinning.
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    app.metrics.accept_failed();
+                    accept_errors.failed(&err);
                 }
             },
+            _ = tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)), if paused.is_some() => {
+                accept_errors.paused_until = None;
+            }
             _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+            _ = sigquit.recv() => { tracing::info!("SIGQUIT: shutting down"); break; }
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: batond does not reload its configuration; still serving, restart it to apply changes");
+            }
+            _ = sigusr1.recv() => log_status("SIGUSR1", &app),
+            _ = sigusr2.recv() => log_status("SIGUSR2", &app),
         }
     }
 
