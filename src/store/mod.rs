@@ -86,10 +86,24 @@ impl Store {
         ))
     }
 
-    /// Runs a read on a pooled read connection; it sees the last committed state.
+    /// Runs a read on a pooled read connection, inside one read transaction: every
+    /// statement of `f` sees the same snapshot (the last state committed before its first
+    /// statement), so e.g. Export's revision and records always agree.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reads.get()?;
-        f(&conn)
+        if !conn.is_autocommit() {
+            // A read that panicked left its transaction open.
+            conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let result = f(&conn);
+        // Nothing was written: ending the snapshot cannot lose anything.
+        let ended = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]));
+        let value = result?;
+        ended?;
+        Ok(value)
     }
 
     pub fn writer(&self) -> &Writer {
