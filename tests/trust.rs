@@ -598,3 +598,173 @@ fn export_is_one_snapshot_under_concurrent_writes() {
         "writes landed during only {rounds_with_writes} exports"
     );
 }
+
+// ---- item 12: a missing, emptied or damaged database is refused, never a "bug" ----
+
+/// A stopped daemon's home with `n` records of 1 KiB each, shut down cleanly (the
+/// database file holds everything: the WAL was checkpointed and removed).
+fn home_with_records(dir: &Path, n: usize) -> PathBuf {
+    let home = dir.join("home");
+    let mut daemon = start(dir, &home, &[]);
+    assert!(daemon.started, "{}", daemon.log());
+    let mut c = daemon.client();
+    let value = "v".repeat(1024);
+    for i in 0..n {
+        c.set("n", &format!("k{i:04}"), json!(value));
+    }
+    drop(c);
+    daemon.signal(libc::SIGTERM);
+    assert!(daemon.wait_exit(PATIENCE).unwrap().success());
+    home
+}
+
+/// Overwrites the middle third of the database file (never its first page) with a pattern
+/// no SQLite page starts with.
+fn damage_the_middle(db: &Path) {
+    use std::io::{Seek, SeekFrom, Write};
+    let len = std::fs::metadata(db).unwrap().len();
+    assert!(
+        len >= 16 * 4096,
+        "a database of {len} bytes is too small to damage"
+    );
+    let mut file = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+    let start = (len / 3) / 4096 * 4096;
+    file.seek(SeekFrom::Start(start)).unwrap();
+    file.write_all(&vec![0xA5; (len / 3) as usize]).unwrap();
+    file.sync_all().unwrap();
+}
+
+#[test]
+fn a_database_truncated_to_zero_bytes_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home_with_records(dir.path(), 5);
+    let db = home.join("baton.db");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&db)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let log = start(dir.path(), &home, &[]).assert_refused();
+    assert!(log.contains("is empty (0 bytes)"), "{log}");
+    assert!(log.contains("restore it from a backup"), "{log}");
+    let marker = home.join("baton.db.id");
+    assert!(
+        log.contains(&marker.display().to_string()),
+        "names the remedy: {log}"
+    );
+    assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "left as found");
+    // The documented remedy: delete the marker to start empty on purpose.
+    std::fs::remove_file(&marker).unwrap();
+    let fresh = start(dir.path(), &home, &[]);
+    assert!(fresh.started, "{}", fresh.log());
+    assert_eq!(fresh.client().get("n", "k0000")["found"], false);
+}
+
+#[test]
+fn a_deleted_database_is_not_silently_recreated() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home_with_records(dir.path(), 5);
+    let db = home.join("baton.db");
+    std::fs::remove_file(&db).unwrap();
+    let log = start(dir.path(), &home, &[]).assert_refused();
+    assert!(log.contains("is missing"), "{log}");
+    assert!(log.contains("restore it from a backup"), "{log}");
+    assert!(!db.exists(), "no empty database was created in its place");
+}
+
+#[test]
+fn a_database_damaged_after_an_unclean_stop_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home_with_records(dir.path(), 300);
+    // A start, then kill -9: the next start cannot assume the file is sound.
+    let mut daemon = start(dir.path(), &home, &[]);
+    assert!(daemon.started, "{}", daemon.log());
+    daemon.signal(libc::SIGKILL);
+    daemon.wait_exit(PATIENCE).unwrap();
+    damage_the_middle(&home.join("baton.db"));
+    let log = start(dir.path(), &home, &[]).assert_refused();
+    assert!(log.contains("not clean"), "says why it checked: {log}");
+    assert!(log.contains("is damaged"), "{log}");
+    assert!(log.contains("restore it from a backup"), "{log}");
+    assert!(!log.contains("bug"), "{log}");
+}
+
+#[test]
+fn a_database_damaged_while_serving_answers_503_and_health_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = home_with_records(dir.path(), 300);
+    let daemon = start(dir.path(), &home, &[]);
+    assert!(daemon.started, "{}", daemon.log());
+    let mut c = daemon.client();
+    assert_eq!(c.result("Health", json!({}))["database"], "ok");
+    damage_the_middle(&home.join("baton.db"));
+    // Export reads every record page, so it meets the damage.
+    let err = c.error("Export", json!({}));
+    common::assert_error(&err, 503, "unavailable");
+    let message = err["message"].as_str().unwrap();
+    assert!(message.contains("damaged"), "{err}");
+    assert!(message.contains("restore"), "says what to do: {err}");
+    assert!(!message.contains("bug"), "{err}");
+    let health = c.result("Health", json!({}));
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["database"], "failing", "{health}");
+    assert!(
+        health["database_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("damaged")),
+        "{health}"
+    );
+    assert!(health["schema_version"].is_u64() && health["uptime_secs"].is_u64());
+}
+
+// ---- item 13: Health reports a failing disk ----
+
+/// A disk that fills up, made deterministic with RLIMIT_FSIZE (writes past 2 MiB in any
+/// file fail; SIGXFSZ ignored so they fail with EFBIG instead of killing batond). SQLite
+/// reports it as an I/O error, as it does for a full disk.
+#[test]
+fn health_reports_failing_commits() {
+    const FILE_LIMIT: libc::rlim_t = 2 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let mut cmd = batond(dir.path(), &home);
+    // SAFETY: setrlimit and signal are async-signal-safe; they run in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: FILE_LIMIT,
+                rlim_max: FILE_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let daemon = Proc::spawn(cmd, home.join("baton.sock"));
+    assert!(daemon.started, "{}", daemon.log());
+    let mut c = daemon.client();
+    assert_eq!(c.result("Health", json!({}))["status"], "ok");
+    let value = "f".repeat(256 * 1024);
+    let mut failed = None;
+    for i in 0..64 {
+        let response = c.call(
+            "Set",
+            json!({"namespace": "n", "key": format!("k{i}"), "value": value}),
+        );
+        if let Some(err) = response.get("error") {
+            failed = Some(err.clone());
+            break;
+        }
+    }
+    let err = failed.expect("the writes outgrew the file size limit");
+    common::assert_error(&err, 503, "unavailable");
+    let health = c.result("Health", json!({}));
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["database"], "failing", "{health}");
+    let reason = health["database_error"].as_str().unwrap_or_default();
+    assert!(reason.contains("nothing was written"), "{health}");
+    assert_eq!(health["version"], env!("CARGO_PKG_VERSION"), "{health}");
+}

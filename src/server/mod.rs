@@ -39,6 +39,10 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the database {database} is missing, but {marker} says batond kept one there: restore it from a backup, or delete {marker} to start with an empty database")]
+    DatabaseMissing { database: PathBuf, marker: PathBuf },
+    #[error("the database {database} is empty (0 bytes), but {marker} says batond kept one there: restore it from a backup, or delete {marker} (and the empty file) to start with an empty database")]
+    DatabaseEmpty { database: PathBuf, marker: PathBuf },
     #[error(transparent)]
     Untrusted(#[from] crate::config::ConfigError),
     #[error(transparent)]
@@ -84,6 +88,52 @@ fn lock_database(database: &Path) -> Result<File, StartError> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(io_error("cannot lock the database", database)(e))
         }
+    }
+}
+
+/// The file beside the database that records that batond has kept a database there (and
+/// its id), so that a database deleted or truncated behind its back is not silently
+/// replaced by an empty one.
+fn database_marker(database: &Path) -> PathBuf {
+    let mut marker = database.as_os_str().to_owned();
+    marker.push(".id");
+    PathBuf::from(marker)
+}
+
+/// Refuses to start on a missing or zero-length database where one existed.
+fn check_database_present(database: &Path) -> Result<(), StartError> {
+    let marker = database_marker(database);
+    match std::fs::symlink_metadata(&marker) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("cannot inspect", &marker)(e)),
+    }
+    match std::fs::metadata(database) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(StartError::DatabaseMissing {
+            database: database.to_path_buf(),
+            marker,
+        }),
+        Err(e) => Err(io_error("cannot inspect the database", database)(e)),
+        Ok(meta) if meta.len() == 0 => Err(StartError::DatabaseEmpty {
+            database: database.to_path_buf(),
+            marker,
+        }),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Writes the marker of a database that opened (if it is not there already).
+fn write_database_marker(database: &Path, id: i64) {
+    let marker = database_marker(database);
+    let text = format!(
+        "{id:016x}\nbatond keeps a database at {}; while this file exists, batond refuses to start if that database is missing or empty\n",
+        database.display()
+    );
+    if std::fs::read_to_string(&marker).is_ok_and(|old| old == text) {
+        return;
+    }
+    if let Err(err) = std::fs::write(&marker, text) {
+        tracing::warn!(%err, marker = %marker.display(), "cannot record that a database exists; a deleted database would not be noticed");
     }
 }
 
@@ -304,11 +354,13 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             );
         }
     }
+    check_database_present(&config.database_path)?;
     let _lock = lock_database(&config.database_path)?;
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
     let (store, writer_thread) = Store::open(&config.database_path, clock.clone())?;
+    write_database_marker(&config.database_path, store.database_id);
     let (listener, socket_shown) = match inherited {
         Some(listener) => {
             let path = listener
