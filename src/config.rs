@@ -2,6 +2,7 @@
 //! over the env file (`BATON_ENV_FILE`, default `$BATON_HOME/.env`) over defaults.
 
 use std::collections::HashMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Flags of `batond`; each mirrors one environment variable.
@@ -40,6 +41,9 @@ pub struct Flags {
     /// Root that absolute file:/dir: lock paths must lie in (BATON_WORKSPACE) [default: the working directory]
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<String>,
+    /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
+    #[arg(long, value_name = "MS")]
+    pub shutdown_grace_ms: Option<String>,
 }
 
 /// The resolved configuration of one daemon.
@@ -57,6 +61,8 @@ pub struct Config {
     pub max_line_bytes: usize,
     pub max_value_bytes: usize,
     pub workspace: PathBuf,
+    /// How long a shutdown waits for connections to finish before closing them.
+    pub shutdown_grace_ms: u64,
 }
 
 /// A configuration value that could not be used; the message names where it came from.
@@ -144,6 +150,49 @@ fn flag_name(var: &str) -> String {
     }
 }
 
+/// Refuses a file or directory another user could have written: one owned by someone other
+/// than this user or root, or writable by its group or by others (a directory with the
+/// sticky bit, like /tmp, is accepted when `allow_sticky`: nobody else can replace what is
+/// in it). A symlink is judged by what it points to. A path that does not exist passes.
+pub fn check_trusted(path: &Path, what: &str, allow_sticky: bool) -> Result<(), ConfigError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ConfigError(format!(
+                "cannot inspect {what} {} ({e}); check its permissions",
+                path.display()
+            )))
+        }
+    };
+    let shown = match std::fs::symlink_metadata(path) {
+        Ok(link) if link.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(target) => format!("{} (a symlink to {})", path.display(), target.display()),
+            Err(_) => format!("{} (a symlink)", path.display()),
+        },
+        _ => path.display().to_string(),
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(ConfigError(format!(
+            "{what} {shown} belongs to another user (uid {}), so batond will not trust it; run `chown {me} {}` if it is yours, or choose another path",
+            meta.uid(),
+            path.display()
+        )));
+    }
+    let mode = meta.permissions().mode();
+    let sticky_dir = meta.is_dir() && mode & 0o1000 != 0;
+    if mode & 0o022 != 0 && !(allow_sticky && sticky_dir) {
+        return Err(ConfigError(format!(
+            "{what} {shown} is writable by other users (mode {:04o}), who could replace the socket, the database or the env file; run `chmod go-w {}`",
+            mode & 0o7777,
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 fn expand_tilde(raw: &str, user_home: Option<&Path>, what: &str) -> Result<PathBuf, ConfigError> {
     if raw == "~" || raw.starts_with("~/") {
         let home = user_home.ok_or_else(|| {
@@ -180,6 +229,7 @@ impl Config {
             ("BATON_MAX_LINE_BYTES", &flags.max_line_bytes),
             ("BATON_MAX_VALUE_BYTES", &flags.max_value_bytes),
             ("BATON_WORKSPACE", &flags.workspace),
+            ("BATON_SHUTDOWN_GRACE_MS", &flags.shutdown_grace_ms),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
@@ -212,6 +262,12 @@ impl Config {
             .unwrap_or_else(|| early_home.join(".env"));
         match std::fs::read(&env_file) {
             Ok(_) => {
+                // Its settings choose the socket and the database: only trust a file nobody
+                // else could have written.
+                if let Some(dir) = env_file.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    check_trusted(dir, "the env file's directory", true)?;
+                }
+                check_trusted(&env_file, "the env file", false)?;
                 let iter = dotenvy::from_path_iter(&env_file).map_err(|e| {
                     ConfigError(format!("cannot read env file {}: {e}", env_file.display()))
                 })?;
@@ -263,6 +319,12 @@ impl Config {
             Some((raw, source)) => {
                 let digits = raw.trim().trim_start_matches("0o");
                 match u32::from_str_radix(digits, 8) {
+                    Ok(mode) if mode <= 0o777 && mode & 0o007 != 0 => {
+                        return Err(ConfigError(format!(
+                            "{} is `{raw}`, which lets every user on this machine connect and act as you; use 0600 (only you) or 0660 (you and the socket's group)",
+                            layers.describe("BATON_SOCKET_MODE", source)
+                        )))
+                    }
                     Ok(mode) if mode <= 0o777 => mode,
                     _ => {
                         return Err(ConfigError(format!(
@@ -299,6 +361,7 @@ impl Config {
             max_line_bytes: layers.number("BATON_MAX_LINE_BYTES", 1 << 20, 64)?,
             max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
             workspace,
+            shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
         })
     }
 }

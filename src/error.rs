@@ -139,9 +139,26 @@ impl Error {
     }
 }
 
+/// How the answer to a request that met a damaged database file begins.
+pub const DAMAGED: &str = "the database file is damaged";
+
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Error {
         use rusqlite::ErrorCode;
+        // batond only ever stores valid UTF-8 text: text that is not came from a damaged file.
+        let bad_text = match &err {
+            rusqlite::Error::Utf8Error(_) => true,
+            rusqlite::Error::FromSqlConversionFailure(_, rusqlite::types::Type::Text, e) => {
+                e.downcast_ref::<std::str::Utf8Error>().is_some()
+                    || e.downcast_ref::<std::string::FromUtf8Error>().is_some()
+            }
+            _ => false,
+        };
+        if bad_text {
+            return Error::Unavailable(format!(
+                "{DAMAGED} (unreadable text: {err}); stop batond and restore the database from a backup"
+            ));
+        }
         match err.sqlite_error_code() {
             Some(ErrorCode::DiskFull) => Error::Unavailable(
                 "storage is full, nothing was written; free disk space and retry".into(),
@@ -152,6 +169,11 @@ impl From<rusqlite::Error> for Error {
             | Some(ErrorCode::PermissionDenied) => Error::Unavailable(format!(
                 "storage is failing ({err}), nothing was written; check the database file and disk, then retry"
             )),
+            Some(ErrorCode::DatabaseCorrupt) | Some(ErrorCode::NotADatabase) => {
+                Error::Unavailable(format!(
+                    "{DAMAGED} ({err}); stop batond and restore the database from a backup"
+                ))
+            }
             Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
                 Error::Unavailable(format!("storage is busy ({err}); retry shortly"))
             }

@@ -61,6 +61,8 @@ pub struct Metrics {
     rejected: MethodStats,
     connections_open: AtomicU64,
     connections_total: AtomicU64,
+    /// Failed accepts (out of file descriptors, mostly).
+    accept_errors: AtomicU64,
 }
 
 /// The name under which requests that named no known method are counted.
@@ -76,6 +78,7 @@ impl Metrics {
             rejected: MethodStats::new(),
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
+            accept_errors: AtomicU64::new(0),
         }
     }
 
@@ -105,6 +108,14 @@ impl Metrics {
 
     pub fn connection_closed(&self) {
         self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn accept_failed(&self) {
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn accept_errors(&self) -> u64 {
+        self.accept_errors.load(Ordering::Relaxed)
     }
 
     pub fn connections_open(&self) -> u64 {

@@ -51,7 +51,15 @@ const NOTIFY_CAPACITY: usize = 1024;
 /// Numbers connections for the daemon's life (locks remember which one holds them).
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationToken) {
+/// Serves one client until it leaves. `shutdown` stops reading new requests (answers owed
+/// are still written); `hard_stop` ends the connection at once, even in the middle of a
+/// write to a client that does not read (the end of the shutdown grace).
+pub async fn serve(
+    stream: UnixStream,
+    app: SharedApp,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+) {
     app.metrics.connection_opened();
     let (notify_tx, mut notify_rx) = Notifier::channel(NOTIFY_CAPACITY);
     let connection = Arc::new(ConnectionInfo::new(
@@ -76,8 +84,9 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
         }
         tokio::select! {
             biased;
+            _ = hard_stop.cancelled() => break,
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
-                if out.write_all(&line).await.is_err() {
+                if !write_line(&mut out, &line, &hard_stop).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -86,7 +95,7 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
             }
             Some(line) = notify_rx.recv() => {
                 connection.notify.written(line.len());
-                if out.write_all(&line).await.is_err() {
+                if !write_line(&mut out, &line, &hard_stop).await {
                     break;
                 }
             }
@@ -131,7 +140,7 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
                     }
                     None => continue,
                 };
-                if out.write_all(&line).await.is_err() {
+                if !write_line(&mut out, &line, &hard_stop).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -154,12 +163,27 @@ pub async fn serve(stream: UnixStream, app: SharedApp, shutdown: CancellationTok
             }
         }
     }
-    let _ = out.flush().await;
+    tokio::select! {
+        _ = out.flush() => {}
+        _ = hard_stop.cancelled() => {}
+    }
     connection.end_subscriptions();
     if !told_closed {
         tell_closed(&app, &connection);
     }
     app.metrics.connection_closed();
+}
+
+/// Writes one line; false if the client is gone or the shutdown grace ran out mid-write.
+async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
+    out: &mut W,
+    line: &[u8],
+    hard_stop: &CancellationToken,
+) -> bool {
+    tokio::select! {
+        written = out.write_all(line) => written.is_ok(),
+        _ = hard_stop.cancelled() => false,
+    }
 }
 
 /// How often a half-closed connection with answers still owed is checked for a hang-up.

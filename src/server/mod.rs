@@ -1,5 +1,5 @@
 //! The daemon's life: claim the database and the socket, serve connections, and shut down
-//! cleanly on SIGTERM or SIGINT.
+//! cleanly on SIGTERM, SIGINT or SIGQUIT (SIGHUP, SIGUSR1 and SIGUSR2 are logged).
 
 pub mod codec;
 pub mod connection;
@@ -18,17 +18,17 @@ use tokio_util::task::TaskTracker;
 
 use crate::app::App;
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{check_trusted, Config};
 use crate::store::Store;
 
-/// How long shutdown waits for requests in flight before closing anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the grace, how long closed connections get to finish before the daemon exits anyway.
+const HARD_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Why the daemon would not start. Each message says what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("another batond is already running with the database {database} (its lock file {lock} is held); stop it first, or give this one another BATON_HOME")]
-    AlreadyRunningDatabase { database: PathBuf, lock: PathBuf },
+    #[error("another batond is already running with the database {database} (the file is locked, perhaps reached through a hard link or another path); stop it first, or give this one a database of its own")]
+    AlreadyRunningDatabase { database: PathBuf },
     #[error("another batond is already running and serving {0}; stop it first, or give this one another BATON_SOCKET_PATH")]
     AlreadyRunningSocket(PathBuf),
     #[error("{0} exists and is not a socket; refusing to delete it. Move it away, or set BATON_SOCKET_PATH to another path")]
@@ -39,6 +39,12 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the database {database} is missing, but {marker} says batond kept one there: restore it from a backup, or delete {marker} to start with an empty database")]
+    DatabaseMissing { database: PathBuf, marker: PathBuf },
+    #[error("the database {database} is empty (0 bytes), but {marker} says batond kept one there: restore it from a backup, or delete {marker} (and the empty file) to start with an empty database")]
+    DatabaseEmpty { database: PathBuf, marker: PathBuf },
+    #[error(transparent)]
+    Untrusted(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Store(#[from] crate::store::OpenError),
 }
@@ -60,24 +66,74 @@ fn create_private_dir(dir: &Path) -> Result<(), StartError> {
         .map_err(io_error("cannot create the directory", dir))
 }
 
-/// Takes an exclusive lock on a file beside the database; held for the daemon's life.
+/// Takes an exclusive lock on the database file itself (creating it if it does not exist),
+/// held for the daemon's life. `flock` locks the file's inode, not its path, so a second
+/// daemon that reaches the same database through a hard link (or another spelling of the
+/// path) is refused too. `flock` locks are independent of the POSIX `fcntl` locks SQLite
+/// takes on the same file, and this descriptor stays open until SQLite has closed, so
+/// closing it never drops SQLite's locks.
 fn lock_database(database: &Path) -> Result<File, StartError> {
-    let mut lock = database.as_os_str().to_owned();
-    lock.push(".lock");
-    let lock = PathBuf::from(lock);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
-        .open(&lock)
-        .map_err(io_error("cannot open the lock file", &lock))?;
+        .open(database)
+        .map_err(io_error("cannot open the database", database))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(StartError::AlreadyRunningDatabase {
             database: database.to_path_buf(),
-            lock,
         }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io_error("cannot lock", &lock)(e)),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(io_error("cannot lock the database", database)(e))
+        }
+    }
+}
+
+/// The file beside the database that records that batond has kept a database there (and
+/// its id), so that a database deleted or truncated behind its back is not silently
+/// replaced by an empty one.
+fn database_marker(database: &Path) -> PathBuf {
+    let mut marker = database.as_os_str().to_owned();
+    marker.push(".id");
+    PathBuf::from(marker)
+}
+
+/// Refuses to start on a missing or zero-length database where one existed.
+fn check_database_present(database: &Path) -> Result<(), StartError> {
+    let marker = database_marker(database);
+    match std::fs::symlink_metadata(&marker) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("cannot inspect", &marker)(e)),
+    }
+    match std::fs::metadata(database) {
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(StartError::DatabaseMissing {
+            database: database.to_path_buf(),
+            marker,
+        }),
+        Err(e) => Err(io_error("cannot inspect the database", database)(e)),
+        Ok(meta) if meta.len() == 0 => Err(StartError::DatabaseEmpty {
+            database: database.to_path_buf(),
+            marker,
+        }),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Writes the marker of a database that opened (if it is not there already).
+fn write_database_marker(database: &Path, id: i64) {
+    let marker = database_marker(database);
+    let text = format!(
+        "{id:016x}\nbatond keeps a database at {}; while this file exists, batond refuses to start if that database is missing or empty\n",
+        database.display()
+    );
+    if std::fs::read_to_string(&marker).is_ok_and(|old| old == text) {
+        return;
+    }
+    if let Err(err) = std::fs::write(&marker, text) {
+        tracing::warn!(%err, marker = %marker.display(), "cannot record that a database exists; a deleted database would not be noticed");
     }
 }
 
@@ -202,7 +258,71 @@ async fn sweep_expired_locks(app: Arc<App>) {
     }
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. Returns once everything is committed and the
+/// Accept failures (out of file descriptors, mostly): back off exponentially instead of
+/// spinning, and log at a bounded rate with a count of the failures not logged.
+struct AcceptErrors {
+    backoff: Duration,
+    paused_until: Option<tokio::time::Instant>,
+    last_logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// At most one accept warning per this long.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl AcceptErrors {
+    fn new() -> AcceptErrors {
+        AcceptErrors {
+            backoff: ACCEPT_BACKOFF_MIN,
+            paused_until: None,
+            last_logged: None,
+            unlogged: 0,
+        }
+    }
+
+    fn succeeded(&mut self) {
+        self.backoff = ACCEPT_BACKOFF_MIN;
+    }
+
+    fn failed(&mut self, err: &std::io::Error) {
+        let now = tokio::time::Instant::now();
+        if self
+            .last_logged
+            .is_none_or(|at| now.duration_since(at) >= ACCEPT_LOG_EVERY)
+        {
+            tracing::warn!(
+                %err,
+                "accept failed; new clients wait until it succeeds (retrying with back-off, {} more failures since the last report; Metrics counts them as connections.accept_errors); if it is EMFILE, raise the open-file limit (ulimit -n, LimitNOFILE=)",
+                self.unlogged
+            );
+            self.last_logged = Some(now);
+            self.unlogged = 0;
+        } else {
+            self.unlogged += 1;
+        }
+        self.paused_until = Some(now + self.backoff);
+        self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF_MAX);
+    }
+}
+
+/// SIGUSR1/SIGUSR2: a status line in the log; the daemon keeps serving.
+fn log_status(signal: &str, app: &App) {
+    let stats = app.store.writer_stats();
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    tracing::info!(
+        "{signal}: still serving; {} connections open ({} since start), head revision {}, {} commits ({} failed), {} accept errors",
+        app.metrics.connections_open(),
+        app.metrics.connections_total(),
+        *app.store.writer().head().borrow(),
+        stats.commits.load(relaxed),
+        stats.failed_commits.load(relaxed),
+        app.metrics.accept_errors(),
+    );
+}
+
+/// Runs the daemon until SIGTERM, SIGINT or SIGQUIT. Returns once everything is committed and the
 /// socket is removed.
 pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError> {
     raise_open_file_limit();
@@ -215,13 +335,32 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             create_private_dir(parent)?;
         }
     }
-    let _lock = lock_database(&config.database_path)?;
     let inherited = inherited_listener()?;
     let activated = inherited.is_some();
+    // Another user who can write here could swap the socket (and capture requests) or the
+    // database: refuse, and say how to fix it.
+    check_trusted(&config.home, "BATON_HOME", false)?;
+    if let Some(dir) = config.database_path.parent() {
+        check_trusted(dir, "the database's directory", true)?;
+    }
+    if !activated {
+        if let Some(dir) = config.socket_path.parent() {
+            check_trusted(dir, "the socket's directory", true)?;
+        }
+        if config.socket_mode & 0o077 != 0 {
+            tracing::warn!(
+                "the socket mode {:04o} lets members of the socket's group connect and act as you; set BATON_SOCKET_MODE=0600 unless that is what you want",
+                config.socket_mode
+            );
+        }
+    }
+    check_database_present(&config.database_path)?;
+    let _lock = lock_database(&config.database_path)?;
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
     let (store, writer_thread) = Store::open(&config.database_path, clock.clone())?;
+    write_database_marker(&config.database_path, store.database_id);
     let (listener, socket_shown) = match inherited {
         Some(listener) => {
             let path = listener
@@ -245,26 +384,49 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     );
 
     let shutdown = CancellationToken::new();
+    // Cancelled when the shutdown grace runs out: ends connections mid-write.
+    let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
-    let mut sigterm = signal(SignalKind::terminate())
-        .map_err(io_error("cannot handle SIGTERM", Path::new("")))?;
-    let mut sigint =
-        signal(SignalKind::interrupt()).map_err(io_error("cannot handle SIGINT", Path::new("")))?;
+    let listen_for = |kind: SignalKind, name: &'static str| {
+        signal(kind).map_err(io_error(name, Path::new("(signal handler)")))
+    };
+    let mut sigterm = listen_for(SignalKind::terminate(), "cannot handle SIGTERM")?;
+    let mut sigint = listen_for(SignalKind::interrupt(), "cannot handle SIGINT")?;
+    let mut sigquit = listen_for(SignalKind::quit(), "cannot handle SIGQUIT")?;
+    let mut sighup = listen_for(SignalKind::hangup(), "cannot handle SIGHUP")?;
+    let mut sigusr1 = listen_for(SignalKind::user_defined1(), "cannot handle SIGUSR1")?;
+    let mut sigusr2 = listen_for(SignalKind::user_defined2(), "cannot handle SIGUSR2")?;
+    let mut accept_errors = AcceptErrors::new();
     loop {
+        let paused = accept_errors.paused_until;
         tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = listener.accept(), if paused.is_none() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection::serve(stream, app.clone(), shutdown.clone()));
+                    accept_errors.succeeded();
+                    connections.spawn(connection::serve(
+                        stream,
+                        app.clone(),
+                        shutdown.clone(),
+                        hard_stop.clone(),
+                    ));
                 }
                 Err(err) => {
-                    // Out of file descriptors and the like: back off briefly instead of spinning.
-                    tracing::warn!(%err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    app.metrics.accept_failed();
+                    accept_errors.failed(&err);
                 }
             },
+            _ = tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)), if paused.is_some() => {
+                accept_errors.paused_until = None;
+            }
             _ = sigterm.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
             _ = sigint.recv() => { tracing::info!("SIGINT: shutting down"); break; }
+            _ = sigquit.recv() => { tracing::info!("SIGQUIT: shutting down"); break; }
+            _ = sighup.recv() => {
+                tracing::info!("SIGHUP: batond does not reload its configuration; still serving, restart it to apply changes");
+            }
+            _ = sigusr1.recv() => log_status("SIGUSR1", &app),
+            _ = sigusr2.recv() => log_status("SIGUSR2", &app),
         }
     }
 
@@ -277,11 +439,26 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         Ok(None)
     }));
     connections.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
+    // Clients that do not read (a stalled subscriber, a pipeliner) would hold the shutdown
+    // forever: after the grace they are closed, their unread answers dropped.
+    let grace = Duration::from_millis(app.config.shutdown_grace_ms);
+    if tokio::time::timeout(grace, connections.wait())
         .await
         .is_err()
     {
-        tracing::warn!("some connections did not finish within {DRAIN_TIMEOUT:?}; closing anyway");
+        tracing::warn!(
+            "{} connections did not take their answers within the shutdown grace of {grace:?}; closing them (BATON_SHUTDOWN_GRACE_MS sets the grace)",
+            connections.len()
+        );
+        hard_stop.cancel();
+        if tokio::time::timeout(HARD_STOP_TIMEOUT, connections.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "some connections did not close within {HARD_STOP_TIMEOUT:?}; exiting anyway"
+            );
+        }
     }
     app.store.writer().shutdown().await;
     let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::clock::Clock;
 use crate::error::Result;
@@ -29,6 +29,8 @@ pub enum OpenError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("the database {path} is damaged ({detail}); batond will not serve it: restore it from a backup")]
+    Damaged { path: PathBuf, detail: String },
     #[error(transparent)]
     Migration(#[from] migrations::MigrationError),
     #[error("cannot start storage: {0}")]
@@ -41,6 +43,72 @@ pub struct Store {
     reads: r2d2::Pool<SqliteConnectionManager>,
     path: PathBuf,
     pub schema_version: i64,
+    /// A random id given to the database when it was created (kept in `meta`).
+    pub database_id: i64,
+}
+
+/// Whether an SQLite error says the file is not (or no longer) a sound database.
+pub fn is_damage(err: &rusqlite::Error) -> bool {
+    matches!(
+        err.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// Whether the daemon that last used this database stopped cleanly (`meta.clean_shutdown`
+/// is 0 while a daemon runs; the writer sets it to 1 as it stops). A new database, or one
+/// from before the flag, counts as clean.
+fn was_shut_down_cleanly(conn: &Connection) -> rusqlite::Result<bool> {
+    let has_meta: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_meta {
+        return Ok(true);
+    }
+    let flag: Option<i64> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'clean_shutdown'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(flag != Some(0))
+}
+
+/// SQLite's quick check; the problems it found (none: the database is sound).
+fn quick_check(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare("PRAGMA quick_check")?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    let mut problems = Vec::new();
+    for row in rows {
+        let row = row?;
+        if row != "ok" && problems.len() < 5 {
+            problems.push(row);
+        }
+    }
+    Ok(problems)
+}
+
+/// Marks the database as in use (not cleanly shut down until the writer finishes) and
+/// returns its id, giving it one if it has none.
+fn mark_open(conn: &Connection) -> rusqlite::Result<i64> {
+    let fresh_id = (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64;
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (name, value) VALUES ('database_id', ?1)",
+        [fresh_id],
+    )?;
+    conn.execute(
+        "INSERT INTO meta (name, value) VALUES ('clean_shutdown', 0)
+         ON CONFLICT (name) DO UPDATE SET value = 0",
+        [],
+    )?;
+    conn.query_row(
+        "SELECT value FROM meta WHERE name = 'database_id'",
+        [],
+        |r| r.get(0),
+    )
 }
 
 impl Store {
@@ -49,12 +117,38 @@ impl Store {
         path: &Path,
         clock: Arc<dyn Clock>,
     ) -> Result<(Store, std::thread::JoinHandle<()>), OpenError> {
-        let open_error = |source| OpenError::Open {
-            path: path.to_path_buf(),
-            source,
+        let open_error = |source: rusqlite::Error| {
+            if is_damage(&source) {
+                OpenError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: source.to_string(),
+                }
+            } else {
+                OpenError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
         };
         let mut conn = writer::open_writer_connection(path).map_err(open_error)?;
-        let schema_version = migrations::migrate(&mut conn, clock.wall_ms())?;
+        if !was_shut_down_cleanly(&conn).map_err(open_error)? {
+            tracing::warn!(database = %path.display(), "the last shutdown was not clean; checking the database (PRAGMA quick_check)");
+            let problems = quick_check(&conn).map_err(open_error)?;
+            if !problems.is_empty() {
+                return Err(OpenError::Damaged {
+                    path: path.to_path_buf(),
+                    detail: format!("quick_check: {}", problems.join("; ")),
+                });
+            }
+        }
+        let schema_version = match migrations::migrate(&mut conn, clock.wall_ms()) {
+            Err(migrations::MigrationError::Sqlite(e)) => return Err(open_error(e)),
+            Err(migrations::MigrationError::Failed { source, .. }) if is_damage(&source) => {
+                return Err(open_error(source))
+            }
+            other => other?,
+        };
+        let database_id = mark_open(&conn).map_err(open_error)?;
         if let Err(err) = writer::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
@@ -81,15 +175,33 @@ impl Store {
                 reads,
                 path: path.to_path_buf(),
                 schema_version,
+                database_id,
             },
             handle,
         ))
     }
 
-    /// Runs a read on a pooled read connection; it sees the last committed state.
+    /// Runs a read on a pooled read connection, inside one read transaction: every
+    /// statement of `f` sees the same snapshot (the last state committed before its first
+    /// statement), so e.g. Export's revision and records always agree.
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = self.reads.get()?;
-        f(&conn)
+        if !conn.is_autocommit() {
+            // A read that panicked left its transaction open.
+            conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let result = f(&conn);
+        // Nothing was written: ending the snapshot cannot lose anything.
+        let ended = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]));
+        if let Err(err) = &result {
+            self.writer.stats.note_error(err);
+        }
+        let value = result?;
+        ended?;
+        Ok(value)
     }
 
     pub fn writer(&self) -> &Writer {

@@ -103,6 +103,37 @@ pub struct WriterStats {
     pub live_locks: AtomicU64,
     pub lock_waiters: AtomicU64,
     pub node_waiters: AtomicU64,
+    /// Why the last commit failed, until one succeeds (Health reports it).
+    pub commit_failure: std::sync::Mutex<Option<String>>,
+    /// The first sign that the database file is damaged (sticky: a file does not heal).
+    pub damage: std::sync::Mutex<Option<String>>,
+}
+
+impl WriterStats {
+    /// What Health should say about storage: the damage seen, else the last commit failure.
+    pub fn storage_failure(&self) -> Option<String> {
+        let damage = self
+            .damage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        damage.or_else(|| {
+            self.commit_failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        })
+    }
+
+    /// Remembers an error if it says the database file is damaged.
+    pub fn note_error(&self, err: &Error) {
+        if let Error::Unavailable(message) = err {
+            if message.starts_with(crate::error::DAMAGED) {
+                let mut damage = self.damage.lock().unwrap_or_else(|e| e.into_inner());
+                damage.get_or_insert_with(|| message.clone());
+            }
+        }
+    }
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -339,6 +370,13 @@ impl WriterLoop {
         for (reply, answer) in waits {
             let _ = reply.send(answer);
         }
+        // The next start need not check the database.
+        if let Err(err) = self.conn.execute(
+            "UPDATE meta SET value = 1 WHERE name = 'clean_shutdown'",
+            [],
+        ) {
+            tracing::warn!(%err, "cannot record the clean shutdown; the next start checks the database");
+        }
         if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
             tracing::warn!(%err, "WAL checkpoint at shutdown failed");
         }
@@ -367,6 +405,16 @@ impl WriterLoop {
         match committed {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                let mut failure = self
+                    .stats
+                    .commit_failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if failure.is_some() {
+                    tracing::info!("a commit succeeded again; storage recovered");
+                    *failure = None;
+                }
+                drop(failure);
                 self.stats.writes.fetch_add(n_writes, Ordering::Relaxed);
                 self.stats
                     .max_batch
@@ -383,6 +431,12 @@ impl WriterLoop {
                     )),
                     other => other,
                 };
+                self.stats.note_error(&failure);
+                *self
+                    .stats
+                    .commit_failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(failure.to_string());
                 // A refusal (conflict, ...) stays true; anything that was to be written was not.
                 let results = answers.iter_mut().map(|(_, r)| r);
                 for result in results.chain(deferred.iter_mut().map(|(_, r)| r)) {
