@@ -147,7 +147,7 @@ pub fn check_publish(p: &PublishParams, limits: &Limits) -> Result<()> {
             "topic must be 1 to 512 bytes; give a short name such as \"review.done\"".into(),
         ));
     }
-    check_value(&p.payload, limits)
+    check_value("payload", &p.payload, limits)
 }
 
 pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult> {

@@ -28,7 +28,8 @@ pub struct AcquireResourceLockParams {
     pub provider: Option<String>,
     /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
     pub ttl_secs: Option<u64>,
-    pub metadata: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
     /// Wait up to this long for the lock (first come, first served) instead of answering busy.
     pub wait_ms: Option<u64>,
     /// End the lease (outcome `abandoned`) as soon as this connection closes.
@@ -248,9 +249,8 @@ impl Method for AcquireResourceLockParams {
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
         let metadata = match self.metadata.take() {
             Some(m) => {
-                let raw = serde_json::value::to_raw_value(&m)?;
-                check_value(&raw, &cx.limits())?;
-                Some(raw.get().to_string())
+                check_value("metadata", &m, &cx.limits())?;
+                Some(Box::<str>::from(m).into_string())
             }
             None => None,
         };

@@ -247,15 +247,10 @@ pub fn check_name(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn check_value(value: &RawValue, limits: &Limits) -> Result<()> {
-    let size = value.get().len();
-    if size > limits.max_value_bytes {
-        return Err(Error::ValueTooLarge {
-            size,
-            limit: limits.max_value_bytes,
-        });
-    }
-    Ok(())
+/// Refuses a value param named `field` that is too large or that some client could not
+/// read back (see `crate::json::check_value`).
+pub fn check_value(field: &str, value: &RawValue, limits: &Limits) -> Result<()> {
+    crate::json::check_value(field, value.get(), limits.max_value_bytes)
 }
 
 // ---- reads ----
@@ -314,7 +309,7 @@ pub fn export(conn: &rusqlite::Connection, p: ExportParams) -> Result<ExportResu
 pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
     check_name("namespace", &p.namespace)?;
     check_name("key", &p.key)?;
-    check_value(&p.value, limits)
+    check_value("value", &p.value, limits)
 }
 
 pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams) -> Result<SetResult> {
@@ -365,7 +360,7 @@ pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
                     format!("ops[{i}] is a set without a value; add \"value\" (null is a value)"),
                 ))
             }
-            (TxnOpKind::Set, Some(v)) => check_value(v, limits)?,
+            (TxnOpKind::Set, Some(v)) => check_value(&format!("ops[{i}].value"), v, limits)?,
             (TxnOpKind::Delete, Some(_)) => {
                 return Err(Error::invalid_params(
                     format!("ops[{i}].value"),
