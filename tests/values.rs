@@ -1,7 +1,8 @@
 //! Values against a real daemon: every value field (Set and Txn `value`, task `context`,
 //! node `payload`, CompleteNode `result`, FailNode `error`, CommitEvent and Publish
 //! `payload`, lock `metadata`) refuses what some client could not read back, keeps what it
-//! accepts digit for digit and in key order.
+//! accepts digit for digit and in key order, and the idempotency digest sees the exact
+//! text.
 //!
 //! Answers are compared as raw response text: a parse into `serde_json::Value` would
 //! itself round floats and sort keys.
@@ -388,4 +389,52 @@ fn explicit_nulls_are_values_too() {
         "AcquireResourceLock",
         r#"{"resource_key":"tool:n","owner":"o","metadata":null}"#,
     );
+}
+
+#[test]
+fn idempotency_sees_the_exact_numbers_and_ignores_key_order() {
+    let daemon = Daemon::start();
+    let mut c = Raw::connect(&daemon);
+    // The two doubles parse to the same f64, but they are different requests.
+    let first = c.ok(
+        "Set",
+        r#"{"namespace":"n","key":"k","value":{"x":0.30000000000000004,"y":1},"idempotency_key":"s1"}"#,
+    );
+    let err = c.error(
+        "Set",
+        r#"{"namespace":"n","key":"k","value":{"x":0.30000000000000005,"y":1},"idempotency_key":"s1"}"#,
+    );
+    assert_error(&err, 409, "idempotency_conflict");
+    let err = c.error(
+        "Set",
+        r#"{"namespace":"n","key":"k","value":{"x":0.30000000000000004,"y":1.0},"idempotency_key":"s1"}"#,
+    );
+    assert_error(&err, 409, "idempotency_conflict");
+    // The same request with keys reordered and other whitespace replays the first answer.
+    let again = c.ok(
+        "Set",
+        r#"{ "idempotency_key" : "s1", "value" : { "y" : 1, "x" : 0.30000000000000004 }, "key" : "k", "namespace" : "n" }"#,
+    );
+    assert_eq!(body(&again), body(&first));
+    assert_has(
+        &c.ok("Get", r#"{"namespace":"n","key":"k"}"#),
+        "version",
+        "1",
+    );
+
+    // Task values are digested as sent too.
+    let task = c.ok(
+        "RegisterTask",
+        r#"{"goal":"g","context":{"p":0.1},"nodes":[{"id":"a","payload":[1.7976931348623157e308]}],"idempotency_key":"t1"}"#,
+    );
+    let err = c.error(
+        "RegisterTask",
+        r#"{"goal":"g","context":{"p":0.1},"nodes":[{"id":"a","payload":[1.7976931348623158e308]}],"idempotency_key":"t1"}"#,
+    );
+    assert_error(&err, 409, "idempotency_conflict");
+    let replay = c.ok(
+        "RegisterTask",
+        r#"{"nodes":[{"payload":[1.7976931348623157e308],"id":"a"}],"idempotency_key":"t1","context":{"p":0.1},"goal":"g"}"#,
+    );
+    assert_eq!(body(&replay), body(&task));
 }
