@@ -14,12 +14,20 @@
 //! their exact spelling, so `1.0` and `1` (or two doubles that differ in their last digit)
 //! are different requests.
 //!
+//! [`int_param`] and [`opt_int_param`] bound integer params to what SQLite's signed
+//! 64-bit integers hold, so an out-of-range `since_seq` is -32602 at parse time.
+//!
 //! Everything here works on text that serde_json has already accepted as JSON.
+
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
 /// Deepest nesting of arrays and objects a value may have.
 pub const MAX_DEPTH: usize = 64;
+
+/// The largest integer param (`since_seq`, `expected_version`, ...): 2^63 - 1.
+pub const MAX_INT_PARAM: u64 = i64::MAX as u64;
 
 /// The largest integer literal, in magnitude, that a value may hold: 2^63 - 1.
 const MAX_INTEGER_DIGITS: &str = "9223372036854775807";
@@ -520,6 +528,33 @@ fn push_char(c: char, out: &mut String) {
     }
 }
 
+/// Deserializes an integer param that must fit SQLite's signed 64-bit integers
+/// (0 to 2^63 - 1); anything larger is -32602 naming the field.
+pub fn int_param<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
+    let n = u64::deserialize(d)?;
+    if n > MAX_INT_PARAM {
+        return Err(serde::de::Error::custom(format!(
+            "{n} is out of range: integer params are 0 to {MAX_INT_PARAM} (2^63 - 1); send a smaller number"
+        )));
+    }
+    Ok(n)
+}
+
+/// [`int_param`] for an optional param (absent or null is None). Use with
+/// `#[serde(default, deserialize_with = "crate::json::opt_int_param")]` and
+/// `#[schemars(skip_serializing_if = "Option::is_none")]` (which keeps `"default": null`
+/// out of the DescribeInterface schema).
+pub fn opt_int_param<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    match Option::<u64>::deserialize(d)? {
+        Some(n) if n > MAX_INT_PARAM => Err(serde::de::Error::custom(format!(
+            "{n} is out of range: integer params are 0 to {MAX_INT_PARAM} (2^63 - 1); send a smaller number"
+        ))),
+        other => Ok(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,5 +793,35 @@ mod tests {
             out.starts_with("{\"a\":1,\"b\":[[[") && !out.contains(' '),
             "{out}"
         );
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Ints {
+        #[serde(default, deserialize_with = "opt_int_param")]
+        since_seq: Option<u64>,
+        #[serde(default, deserialize_with = "int_param")]
+        before_seq: u64,
+    }
+
+    #[test]
+    fn integer_params_fit_a_signed_64_bit_integer() {
+        let ok: Ints = serde_json::from_str(
+            r#"{"since_seq":9223372036854775807,"before_seq":9223372036854775807}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.since_seq, Some(i64::MAX as u64));
+        assert_eq!(ok.before_seq, i64::MAX as u64);
+        let none: Ints = serde_json::from_str(r#"{"since_seq":null}"#).unwrap();
+        assert_eq!(none.since_seq, None);
+        for raw in [
+            r#"{"since_seq":9223372036854775808}"#,
+            r#"{"before_seq":18446744073709551615}"#,
+        ] {
+            let err = serde_json::from_str::<Ints>(raw).unwrap_err().to_string();
+            assert!(
+                err.contains("is out of range: integer params are 0 to 9223372036854775807"),
+                "{err}"
+            );
+        }
     }
 }

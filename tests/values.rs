@@ -2,7 +2,7 @@
 //! node `payload`, CompleteNode `result`, FailNode `error`, CommitEvent and Publish
 //! `payload`, lock `metadata`) refuses what some client could not read back, keeps what it
 //! accepts digit for digit and in key order, and the idempotency digest sees the exact
-//! text.
+//! text. Integer params beyond 2^63 - 1 are -32602.
 //!
 //! Answers are compared as raw response text: a parse into `serde_json::Value` would
 //! itself round floats and sort keys.
@@ -437,4 +437,141 @@ fn idempotency_sees_the_exact_numbers_and_ignores_key_order() {
         r#"{"nodes":[{"payload":[1.7976931348623157e308],"id":"a"}],"idempotency_key":"t1","context":{"p":0.1},"goal":"g"}"#,
     );
     assert_eq!(body(&replay), body(&task));
+}
+
+#[test]
+fn integer_params_beyond_2_63_are_invalid_params() {
+    let daemon = Daemon::start();
+    let mut c = Raw::connect(&daemon);
+    c.ok("Set", r#"{"namespace":"n","key":"k","value":1}"#);
+    let (task_id, node_id, lease_id) = running_node(&mut c, "ints");
+    let journal_before = c.ok("ReadEvents", r#"{"since_seq":0,"limit":1000}"#);
+    for big in ["9223372036854775808", "18446744073709551615"] {
+        let cases: Vec<(&str, &str, String)> = vec![
+            (
+                "ReadEvents",
+                "since_seq",
+                format!(r#"{{"since_seq":{big}}}"#),
+            ),
+            ("ReadEvents", "limit", format!(r#"{{"limit":{big}}}"#)),
+            (
+                "History",
+                "before_version",
+                format!(r#"{{"namespace":"n","key":"k","before_version":{big}}}"#),
+            ),
+            (
+                "History",
+                "limit",
+                format!(r#"{{"namespace":"n","key":"k","limit":{big}}}"#),
+            ),
+            (
+                "Subscribe",
+                "since_seq",
+                format!(r#"{{"since_seq":{big}}}"#),
+            ),
+            (
+                "Set",
+                "expected_version",
+                format!(r#"{{"namespace":"n","key":"k","value":2,"expected_version":{big}}}"#),
+            ),
+            (
+                "Delete",
+                "expected_version",
+                format!(r#"{{"namespace":"n","key":"k","expected_version":{big}}}"#),
+            ),
+            (
+                "Txn",
+                "compare[0].version",
+                format!(
+                    r#"{{"compare":[{{"namespace":"n","key":"k","version":{big}}}],"ops":[{{"op":"delete","namespace":"n","key":"k"}}]}}"#
+                ),
+            ),
+            (
+                "CompactJournal",
+                "before_seq",
+                format!(r#"{{"before_seq":{big}}}"#),
+            ),
+            (
+                "List",
+                "limit",
+                format!(r#"{{"namespace":"n","limit":{big}}}"#),
+            ),
+            ("ListTasks", "limit", format!(r#"{{"limit":{big}}}"#)),
+            (
+                "AcquireResourceLock",
+                "ttl_secs",
+                format!(r#"{{"resource_key":"tool:x","owner":"o","ttl_secs":{big}}}"#),
+            ),
+            (
+                "AcquireResourceLock",
+                "wait_ms",
+                format!(r#"{{"resource_key":"tool:x","owner":"o","wait_ms":{big}}}"#),
+            ),
+            (
+                "HeartbeatResourceLock",
+                "ttl_secs",
+                format!(r#"{{"resource_key":"tool:x","lease_id":"l","ttl_secs":{big}}}"#),
+            ),
+            (
+                "WaitResourceLock",
+                "timeout_ms",
+                format!(r#"{{"resource_key":"tool:x","timeout_ms":{big}}}"#),
+            ),
+            (
+                "AcquireNextNode",
+                "ttl_secs",
+                format!(r#"{{"lease_owner":"w","ttl_secs":{big}}}"#),
+            ),
+            (
+                "AcquireNextNode",
+                "wait_ms",
+                format!(r#"{{"lease_owner":"w","wait_ms":{big}}}"#),
+            ),
+            (
+                "HeartbeatNode",
+                "ttl_secs",
+                format!(
+                    r#"{{"task_id":"{task_id}","node_id":"{node_id}","lease_id":"{lease_id}","ttl_secs":{big}}}"#
+                ),
+            ),
+            (
+                "RegisterTask",
+                "nodes[0].max_attempts",
+                format!(r#"{{"goal":"g","nodes":[{{"id":"a","max_attempts":{big}}}]}}"#),
+            ),
+        ];
+        for (method, field, params) in cases {
+            let err = c.error(method, &params);
+            let data = assert_error(&err, -32602, "invalid_params");
+            assert_eq!(data["field"], field, "{method}: {err}");
+            let message = err["message"].as_str().unwrap();
+            assert!(message.contains(field), "{method}: {message}");
+        }
+    }
+    // Nothing changed, and the largest allowed values are served.
+    assert_eq!(
+        body(&c.ok("ReadEvents", r#"{"since_seq":0,"limit":1000}"#)),
+        body(&journal_before)
+    );
+    assert!(c
+        .ok("ReadEvents", r#"{"since_seq":9223372036854775807}"#)
+        .contains(r#""events":[]"#));
+    assert!(c
+        .ok(
+            "History",
+            r#"{"namespace":"n","key":"k","before_version":9223372036854775807}"#
+        )
+        .contains(r#""version":1"#));
+    let conflict = c.error(
+        "Set",
+        r#"{"namespace":"n","key":"k","value":2,"expected_version":9223372036854775807}"#,
+    );
+    assert_error(&conflict, 409, "conflict");
+    c.ok("Subscribe", r#"{"since_seq":9223372036854775807}"#);
+    c.ok("Publish", r#"{"topic":"t","payload":1}"#);
+    assert!(
+        !daemon.log().contains("subscription read failed"),
+        "{}",
+        daemon.log()
+    );
 }

@@ -27,10 +27,14 @@ pub struct AcquireResourceLockParams {
     pub owner: String,
     pub provider: Option<String>,
     /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     #[schemars(with = "Option<serde_json::Value>")]
     pub metadata: Option<Json>,
     /// Wait up to this long for the lock (first come, first served) instead of answering busy.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
     /// End the lease (outcome `abandoned`) as soon as this connection closes.
     #[serde(default)]
@@ -99,6 +103,8 @@ pub struct HeartbeatResourceLockParams {
     pub resource_key: String,
     pub lease_id: String,
     /// New lease length from now; default the daemon's BATON_LOCK_TTL_SECS.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
 }
 
@@ -198,6 +204,7 @@ pub struct ListResourceLocksResult {
 pub struct WaitResourceLockParams {
     pub resource_key: String,
     /// How long to wait for the key to become available.
+    #[serde(deserialize_with = "crate::json::int_param")]
     pub timeout_ms: u64,
 }
 

@@ -63,6 +63,8 @@ pub struct SetParams {
     pub value: Json,
     pub updated_by: Option<String>,
     /// Absent: write unconditionally. 0: create only. N: only if the current version is N.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub idempotency_key: Option<String>,
 }
@@ -81,6 +83,8 @@ pub struct SetResult {
 pub struct DeleteParams {
     pub namespace: String,
     pub key: String,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub updated_by: Option<String>,
     pub idempotency_key: Option<String>,
@@ -101,6 +105,8 @@ pub struct ListParams {
     pub namespace: String,
     pub prefix: Option<String>,
     /// 1 to 1000, default 100.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The last key of the previous page.
     pub after: Option<String>,
@@ -119,8 +125,12 @@ pub struct HistoryParams {
     pub namespace: String,
     pub key: String,
     /// 1 to 1000, default 100.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Only versions older than this one.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub before_version: Option<u64>,
 }
 
@@ -147,6 +157,7 @@ pub struct TxnCompare {
     pub namespace: String,
     pub key: String,
     /// The version the key must be at; 0 means it must not exist.
+    #[serde(deserialize_with = "crate::json::int_param")]
     pub version: u64,
 }
 

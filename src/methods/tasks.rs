@@ -69,8 +69,12 @@ pub struct AcquireNextNodeParams {
     /// Who works on the node.
     pub lease_owner: String,
     /// Lease length; default BATON_NODE_TIMEOUT_SECS. Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// Wait up to this long for a runnable node (first come, first served) instead of answering null.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
 }
 
@@ -109,6 +113,8 @@ pub struct HeartbeatNodeParams {
     pub task_id: String,
     pub node_id: String,
     pub lease_id: String,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
 }
 
@@ -221,6 +227,8 @@ pub struct ListTasksParams {
     /// running, completed, failed or cancelled.
     pub status: Option<String>,
     /// Default 100, at most 1000; newest first.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
 }
 
