@@ -8,6 +8,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
+pub mod json;
 pub mod methods;
 pub mod metrics;
 pub mod protocol;

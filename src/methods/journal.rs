@@ -89,8 +89,12 @@ impl EventFilter {
 #[serde(deny_unknown_fields)]
 pub struct ReadEventsParams {
     /// Events with seq greater than this (default 0: from the start).
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
     /// 1 to 1000, default 100.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Event types; an entry ending in `.*` matches by prefix (`kv.*`).
     pub types: Option<Vec<String>>,
@@ -147,7 +151,7 @@ pub fn check_publish(p: &PublishParams, limits: &Limits) -> Result<()> {
             "topic must be 1 to 512 bytes; give a short name such as \"review.done\"".into(),
         ));
     }
-    check_value(&p.payload, limits)
+    check_value("payload", &p.payload, limits)
 }
 
 pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult> {
@@ -193,6 +197,7 @@ impl Method for PublishParams {
 #[serde(deny_unknown_fields)]
 pub struct CompactJournalParams {
     /// Remove every event with a smaller seq (at most the head + 1).
+    #[serde(deserialize_with = "crate::json::int_param")]
     pub before_seq: u64,
     pub idempotency_key: Option<String>,
 }
@@ -224,6 +229,8 @@ impl Method for CompactJournalParams {
 #[serde(deny_unknown_fields)]
 pub struct SubscribeParams {
     /// Replay stored events after this seq first; default: only events from now on.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
     /// Which events (all when absent): the same fields as ReadEvents.
     pub filter: Option<EventFilter>,

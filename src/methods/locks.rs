@@ -27,9 +27,14 @@ pub struct AcquireResourceLockParams {
     pub owner: String,
     pub provider: Option<String>,
     /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
-    pub metadata: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
     /// Wait up to this long for the lock (first come, first served) instead of answering busy.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
     /// End the lease (outcome `abandoned`) as soon as this connection closes.
     #[serde(default)]
@@ -101,6 +106,8 @@ pub struct HeartbeatResourceLockParams {
     pub resource_key: String,
     pub lease_id: String,
     /// New lease length from now; default the daemon's BATON_LOCK_TTL_SECS.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
 }
 
@@ -200,6 +207,7 @@ pub struct ListResourceLocksResult {
 pub struct WaitResourceLockParams {
     pub resource_key: String,
     /// How long to wait for the key to become available.
+    #[serde(deserialize_with = "crate::json::int_param")]
     pub timeout_ms: u64,
 }
 
@@ -251,9 +259,8 @@ impl Method for AcquireResourceLockParams {
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
         let metadata = match self.metadata.take() {
             Some(m) => {
-                let raw = serde_json::value::to_raw_value(&m)?;
-                check_value(&raw, &cx.limits())?;
-                Some(raw.get().to_string())
+                check_value("metadata", &m, &cx.limits())?;
+                Some(Box::<str>::from(m).into_string())
             }
             None => None,
         };

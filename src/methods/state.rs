@@ -63,6 +63,8 @@ pub struct SetParams {
     pub value: Json,
     pub updated_by: Option<String>,
     /// Absent: write unconditionally. 0: create only. N: only if the current version is N.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub idempotency_key: Option<String>,
 }
@@ -81,6 +83,8 @@ pub struct SetResult {
 pub struct DeleteParams {
     pub namespace: String,
     pub key: String,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub updated_by: Option<String>,
     pub idempotency_key: Option<String>,
@@ -101,6 +105,8 @@ pub struct ListParams {
     pub namespace: String,
     pub prefix: Option<String>,
     /// 1 to 1000, default 100.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The last key of the previous page.
     pub after: Option<String>,
@@ -119,8 +125,12 @@ pub struct HistoryParams {
     pub namespace: String,
     pub key: String,
     /// 1 to 1000, default 100.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Only versions older than this one.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub before_version: Option<u64>,
 }
 
@@ -147,6 +157,7 @@ pub struct TxnCompare {
     pub namespace: String,
     pub key: String,
     /// The version the key must be at; 0 means it must not exist.
+    #[serde(deserialize_with = "crate::json::int_param")]
     pub version: u64,
 }
 
@@ -247,15 +258,10 @@ pub fn check_name(field: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn check_value(value: &RawValue, limits: &Limits) -> Result<()> {
-    let size = value.get().len();
-    if size > limits.max_value_bytes {
-        return Err(Error::ValueTooLarge {
-            size,
-            limit: limits.max_value_bytes,
-        });
-    }
-    Ok(())
+/// Refuses a value param named `field` that is too large or that some client could not
+/// read back (see `crate::json::check_value`).
+pub fn check_value(field: &str, value: &RawValue, limits: &Limits) -> Result<()> {
+    crate::json::check_value(field, value.get(), limits.max_value_bytes)
 }
 
 // ---- reads ----
@@ -314,7 +320,7 @@ pub fn export(conn: &rusqlite::Connection, p: ExportParams) -> Result<ExportResu
 pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
     check_name("namespace", &p.namespace)?;
     check_name("key", &p.key)?;
-    check_value(&p.value, limits)
+    check_value("value", &p.value, limits)
 }
 
 pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams) -> Result<SetResult> {
@@ -365,7 +371,7 @@ pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
                     format!("ops[{i}] is a set without a value; add \"value\" (null is a value)"),
                 ))
             }
-            (TxnOpKind::Set, Some(v)) => check_value(v, limits)?,
+            (TxnOpKind::Set, Some(v)) => check_value(&format!("ops[{i}].value"), v, limits)?,
             (TxnOpKind::Delete, Some(_)) => {
                 return Err(Error::invalid_params(
                     format!("ops[{i}].value"),

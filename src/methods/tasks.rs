@@ -35,7 +35,8 @@ pub struct NodeSpec {
     pub dependencies: Vec<String>,
     /// What the worker needs to do the node (any JSON). Alias: `payload_schema`.
     #[serde(alias = "payload_schema")]
-    pub payload: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub payload: Option<Json>,
     /// How many times the node may be handed out (default 1).
     pub max_attempts: Option<u32>,
 }
@@ -44,7 +45,8 @@ pub struct NodeSpec {
 #[serde(deny_unknown_fields)]
 pub struct RegisterTaskParams {
     pub goal: String,
-    pub context: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub context: Option<Json>,
     /// The graph. Alias: `initial_nodes`.
     #[serde(alias = "initial_nodes")]
     pub nodes: Vec<NodeSpec>,
@@ -67,8 +69,12 @@ pub struct AcquireNextNodeParams {
     /// Who works on the node.
     pub lease_owner: String,
     /// Lease length; default BATON_NODE_TIMEOUT_SECS. Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// Wait up to this long for a runnable node (first come, first served) instead of answering null.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
 }
 
@@ -107,6 +113,8 @@ pub struct HeartbeatNodeParams {
     pub task_id: String,
     pub node_id: String,
     pub lease_id: String,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
 }
 
@@ -124,7 +132,8 @@ pub struct CompleteNodeParams {
     pub lease_id: String,
     /// The node's result (any JSON; default null), given to its dependents. Alias: `result_payload`.
     #[serde(alias = "result_payload")]
-    pub result: Option<serde_json::Value>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub result: Option<Json>,
     pub idempotency_key: Option<String>,
 }
 
@@ -141,7 +150,8 @@ pub struct FailNodeParams {
     pub lease_id: String,
     /// What went wrong (any JSON). Alias: `error_payload`.
     #[serde(alias = "error_payload")]
-    pub error: serde_json::Value,
+    #[schemars(with = "serde_json::Value")]
+    pub error: Json,
     /// Put the node back to PENDING while attempts remain (default true).
     pub retry: Option<bool>,
     pub idempotency_key: Option<String>,
@@ -165,7 +175,8 @@ pub struct CommitEventParams {
     pub lease_id: Option<String>,
     /// The event's type, e.g. `file.written` (not kv., lock., task. or node.).
     pub action_type: String,
-    pub payload: serde_json::Value,
+    #[schemars(with = "serde_json::Value")]
+    pub payload: Json,
     pub idempotency_key: Option<String>,
 }
 
@@ -216,6 +227,8 @@ pub struct ListTasksParams {
     /// running, completed, failed or cancelled.
     pub status: Option<String>,
     /// Default 100, at most 1000; newest first.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
 }
 
@@ -241,15 +254,15 @@ pub struct CancelTaskResult {
 
 pub const TASK_STATUSES: [&str; 4] = ["running", "completed", "failed", "cancelled"];
 
-fn json_text(cx: &Ctx<'_>, value: Option<&serde_json::Value>) -> Result<Option<String>> {
-    match value {
-        Some(v) => {
-            let raw = serde_json::value::to_raw_value(v)?;
-            check_value(&raw, &cx.limits())?;
-            Ok(Some(raw.get().to_string()))
-        }
-        None => Ok(None),
-    }
+/// Checks the value param `field` and hands over its text exactly as the client sent it.
+fn json_text(cx: &Ctx<'_>, field: &str, value: Json) -> Result<String> {
+    check_value(field, &value, &cx.limits())?;
+    Ok(Box::<str>::from(value).into_string())
+}
+
+/// [`json_text`] for an optional value param (absent or null is None).
+fn optional_json_text(cx: &Ctx<'_>, field: &str, value: Option<Json>) -> Result<Option<String>> {
+    value.map(|v| json_text(cx, field, v)).transpose()
 }
 
 fn node_ttl_ms(cx: &Ctx<'_>, ttl_secs: Option<u64>) -> Result<u64> {
@@ -269,7 +282,7 @@ fn check_id(what: &str, id: &str) -> Result<()> {
 }
 
 /// Checks the graph (ids, dependencies, cycles) and resolves it into rows to insert.
-fn validate_graph(cx: &Ctx<'_>, nodes: &[NodeSpec]) -> Result<Vec<sql::NewNode>> {
+fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<sql::NewNode>> {
     if nodes.is_empty() {
         return Err(Error::Invalid(
             "a task needs at least one node in `nodes`".into(),
@@ -370,7 +383,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &[NodeSpec]) -> Result<Vec<sql::NewNode>>
         )));
     }
     let mut rows = Vec::with_capacity(nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
+    for (i, node) in nodes.iter_mut().enumerate() {
         let max_attempts = node.max_attempts.unwrap_or(1);
         if !(1..=100).contains(&max_attempts) {
             return Err(Error::Invalid(format!(
@@ -381,7 +394,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &[NodeSpec]) -> Result<Vec<sql::NewNode>>
         rows.push(sql::NewNode {
             node_id: ids[i].clone(),
             name: node.name.clone(),
-            payload: json_text(cx, node.payload.as_ref())?,
+            payload: optional_json_text(cx, &format!("nodes[{i}].payload"), node.payload.take())?,
             dependencies: deps[i].iter().map(|&j| ids[j].clone()).collect(),
             max_attempts,
         });
@@ -399,8 +412,8 @@ impl Method for RegisterTaskParams {
                 "goal must not be empty; say what the task is for".into(),
             ));
         }
-        let nodes = validate_graph(cx, &self.nodes)?;
-        let context = json_text(cx, self.context.as_ref())?;
+        let nodes = validate_graph(cx, &mut self.nodes)?;
+        let context = optional_json_text(cx, "context", self.context.take())?;
         let goal = std::mem::take(&mut self.goal);
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             sql::register(ctx, &goal, context.as_deref(), nodes)
@@ -458,7 +471,7 @@ impl Method for CompleteNodeParams {
     const SUMMARY: &'static str = "Finish your node with its result (given to dependents); its dependents may become runnable.";
     type Output = EventSeqResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
-        let result = json_text(cx, self.result.as_ref())?;
+        let result = optional_json_text(cx, "result", self.result.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             sql::complete(
                 ctx,
@@ -475,18 +488,19 @@ impl Method for FailNodeParams {
     const NAME: &'static str = "FailNode";
     const SUMMARY: &'static str = "Report your node failed; with retry (default) it goes back to PENDING while attempts remain, else FAILED (and the task fails).";
     type Output = FailNodeResult;
-    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
-        let error = json_text(cx, Some(&self.error))?.unwrap_or_else(|| "null".into());
-        let retry = self.retry.unwrap_or(true);
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::fail(
-                ctx,
-                &self.task_id,
-                &self.node_id,
-                &self.lease_id,
-                &error,
-                retry,
-            )
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let FailNodeParams {
+            task_id,
+            node_id,
+            lease_id,
+            error,
+            retry,
+            idempotency_key,
+        } = self;
+        let error = json_text(cx, "error", error)?;
+        let retry = retry.unwrap_or(true);
+        write::<Self>(cx, idempotency_key, move |ctx| {
+            sql::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
         })
     }
 }
@@ -495,25 +509,33 @@ impl Method for CommitEventParams {
     const NAME: &'static str = "CommitEvent";
     const SUMMARY: &'static str = "Record what a node did (action_type, payload) in the task's journal; lease_id required while the node is RUNNING.";
     type Output = EventSeqResult;
-    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let CommitEventParams {
+            task_id,
+            node_id,
+            lease_id,
+            action_type,
+            payload,
+            idempotency_key,
+        } = self;
         let reserved = ["kv.", "lock.", "task.", "node.", "custom."];
-        if self.action_type.is_empty()
-            || self.action_type.len() > 128
-            || reserved.iter().any(|p| self.action_type.starts_with(p))
+        if action_type.is_empty()
+            || action_type.len() > 128
+            || reserved.iter().any(|p| action_type.starts_with(p))
         {
             return Err(Error::Invalid(format!(
                 "action_type must be 1 to 128 bytes and not start with {}; e.g. file.written",
                 reserved.join(", ")
             )));
         }
-        let payload = json_text(cx, Some(&self.payload))?.unwrap_or_else(|| "null".into());
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+        let payload = json_text(cx, "payload", payload)?;
+        write::<Self>(cx, idempotency_key, move |ctx| {
             sql::commit_event(
                 ctx,
-                &self.task_id,
-                &self.node_id,
-                self.lease_id.as_deref(),
-                &self.action_type,
+                &task_id,
+                &node_id,
+                lease_id.as_deref(),
+                &action_type,
                 &payload,
             )
         })

@@ -23,16 +23,15 @@ pub struct Idempotency {
 
 impl Idempotency {
     /// Digests `params` canonically (object keys sorted, `idempotency_key` left out), so
-    /// the same request spelled with other whitespace or key order is recognised.
+    /// the same request spelled with other whitespace or key order is recognised. Numbers
+    /// are digested as sent: params that differ in a float's last digit are different
+    /// requests.
     pub fn new(key: String, method: &'static str, params: &RawValue) -> Result<Idempotency> {
-        let mut value: serde_json::Value = serde_json::from_str(params.get())?;
-        if let Some(map) = value.as_object_mut() {
-            map.remove("idempotency_key");
-        }
+        let canonical = crate::json::canonical_without(params.get(), Some("idempotency_key"));
         let mut hasher = Sha256::new();
         hasher.update(method.as_bytes());
         hasher.update(b"\n");
-        hasher.update(serde_json::to_vec(&value)?);
+        hasher.update(canonical.as_bytes());
         Ok(Idempotency {
             key,
             method,
