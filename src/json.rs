@@ -555,6 +555,20 @@ pub fn opt_int_param<'de, D: serde::Deserializer<'de>>(
     }
 }
 
+/// `expected_version` of Set and Delete: like [`opt_int_param`], but an explicit `null` is
+/// refused rather than read as absent, so a client that meant to compare can never make
+/// an unconditional write by sending null.
+pub fn expected_version<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    match opt_int_param(d)? {
+        None => Err(serde::de::Error::custom(
+            "null is not a version; leave expected_version out for an unconditional write, send 0 to create only, or the version you read",
+        )),
+        some => Ok(some),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

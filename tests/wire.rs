@@ -406,6 +406,23 @@ fn the_envelope_is_as_strict_as_the_params() {
     assert_error(&answer["error"], -32600, "invalid_request");
     assert_eq!(c.get("n", "k")["value"], 1);
 
+    // expected_version: null is refused, never read as absent (a blind write).
+    for (method, params) in [
+        (
+            "Set",
+            json!({"namespace": "n", "key": "k", "value": 4, "expected_version": null}),
+        ),
+        (
+            "Delete",
+            json!({"namespace": "n", "key": "k", "expected_version": null}),
+        ),
+    ] {
+        let err = c.error(method, params);
+        let data = assert_error(&err, -32602, "invalid_params");
+        assert_eq!(data["field"], "expected_version", "{err}");
+    }
+    assert_eq!(c.get("n", "k")["version"], 1);
+
     c.send_line(r#"{"jsonrpc":"2.0","id":3,"method":"Health"}"#);
     assert_eq!(c.read_line()["result"]["status"], "ok");
     c.send_line(r#"{"jsonrpc":"1.0","id":4,"method":"Health"}"#);

@@ -63,7 +63,7 @@ pub struct SetParams {
     pub value: Json,
     pub updated_by: Option<String>,
     /// Absent: write unconditionally. 0: create only. N: only if the current version is N.
-    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[serde(default, deserialize_with = "crate::json::expected_version")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub idempotency_key: Option<String>,
@@ -83,7 +83,7 @@ pub struct SetResult {
 pub struct DeleteParams {
     pub namespace: String,
     pub key: String,
-    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[serde(default, deserialize_with = "crate::json::expected_version")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub updated_by: Option<String>,
@@ -397,6 +397,7 @@ pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
         return Err(Error::Conflict {
             message: format!("{n} compare(s) did not hold, nothing was written; re-read the keys in data.failed and retry"),
             data,
+            exact: Vec::new(),
         });
     }
     let mut results = Vec::with_capacity(p.ops.len());
