@@ -26,10 +26,13 @@ pub enum Error {
     #[error("{0}")]
     NotFound(String),
     /// A compare-and-set or Txn compare did not hold; `data` carries the current state.
+    /// `exact` members go into `data` as the stored JSON text (a value comes back digit
+    /// for digit, as Get would show it).
     #[error("{message}")]
     Conflict {
         message: String,
         data: Map<String, Value>,
+        exact: Vec<(&'static str, Box<serde_json::value::RawValue>)>,
     },
     #[error("idempotency key `{key}` was already used with different params; use a new key for a different request")]
     IdempotencyConflict { key: String },
@@ -124,6 +127,40 @@ impl Error {
             _ => {}
         }
         json!({ "code": self.code(), "message": self.to_string(), "data": data })
+    }
+
+    /// Writes the `error` object of a response, as [`Error::to_wire`] but with `exact`
+    /// members as their stored text.
+    pub fn write_wire(&self, out: &mut Vec<u8>) {
+        let exact = match self {
+            Error::Conflict { exact, .. } if !exact.is_empty() => exact,
+            _ => {
+                serde_json::to_writer(out, &self.to_wire()).expect("errors serialize");
+                return;
+            }
+        };
+        let wire = self.to_wire();
+        out.extend_from_slice(b"{\"code\":");
+        out.extend_from_slice(self.code().to_string().as_bytes());
+        out.extend_from_slice(b",\"message\":");
+        serde_json::to_writer(&mut *out, &wire["message"]).expect("strings serialize");
+        out.extend_from_slice(b",\"data\":");
+        let mut data = wire["data"].clone();
+        if let Some(map) = data.as_object_mut() {
+            for (name, _) in exact {
+                map.remove(*name);
+            }
+        }
+        serde_json::to_writer(&mut *out, &data).expect("errors serialize");
+        // `data` always has `kind`, so it ends in `}` after at least one member.
+        out.pop();
+        for (name, raw) in exact {
+            out.push(b',');
+            serde_json::to_writer(&mut *out, name).expect("strings serialize");
+            out.push(b':');
+            out.extend_from_slice(raw.get().as_bytes());
+        }
+        out.extend_from_slice(b"}}");
     }
 
     pub fn invalid_params(field: impl Into<String>, message: impl Into<String>) -> Error {

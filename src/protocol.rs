@@ -140,7 +140,7 @@ pub fn render(id: Option<&RawValue>, answer: &Result<Reply, Error>) -> Vec<u8> {
             line.extend_from_slice(b"{\"id\":");
             line.extend_from_slice(id.as_bytes());
             line.extend_from_slice(b",\"error\":");
-            serde_json::to_writer(&mut line, &err.to_wire()).expect("errors serialize");
+            err.write_wire(&mut line);
             line.extend_from_slice(b"}\n");
             line
         }

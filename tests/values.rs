@@ -290,6 +290,15 @@ fn state_and_journal_values_come_back_digit_for_digit() {
     let events = c.ok("ReadEvents", r#"{"since_seq":0}"#);
     assert_has(&events, "value", EXACT);
     assert_has(&events, "data", EXACT);
+    // A refused compare-and-set shows the current value as stored, for the merge.
+    let conflict = c.call(
+        "Set",
+        r#"{"namespace":"n","key":"k","value":1,"expected_version":7}"#,
+    );
+    assert!(conflict.contains("\"error\":"), "{conflict}");
+    assert_has(&conflict, "actual_value", EXACT);
+    let parsed: Value = serde_json::from_str(&conflict).expect("the 409 is JSON");
+    assert_eq!(parsed["error"]["data"]["actual_version"], 1, "{conflict}");
 }
 
 #[test]

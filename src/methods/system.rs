@@ -260,6 +260,7 @@ mod tests {
             Error::Conflict {
                 message: String::new(),
                 data: Default::default(),
+                exact: Vec::new(),
             },
             Error::LeaseInvalid {
                 message: String::new(),

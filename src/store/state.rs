@@ -101,10 +101,11 @@ fn current(conn: &Connection, namespace: &str, key: &str) -> Result<Option<Curre
 fn conflict(namespace: &str, key: &str, expected: u64, current: Option<&Current>) -> Result<Error> {
     let live = current.filter(|c| !c.deleted);
     let actual_version = live.map(|c| c.version).unwrap_or(0);
-    let actual_value: serde_json::Value = match live.and_then(|c| c.value.as_deref()) {
-        Some(text) => serde_json::from_str(text)?,
-        None => serde_json::Value::Null,
-    };
+    // The stored text, so the value comes back digit for digit, as Get shows it.
+    let actual_value = serde_json::value::RawValue::from_string(
+        live.and_then(|c| c.value.clone())
+            .unwrap_or_else(|| "null".into()),
+    )?;
     let (message, hint) = if expected == 0 {
         (
             format!("{namespace}/{key} already exists at version {actual_version}; it was not overwritten"),
@@ -126,7 +127,6 @@ fn conflict(namespace: &str, key: &str, expected: u64, current: Option<&Current>
     data.insert("key".into(), key.into());
     data.insert("expected_version".into(), expected.into());
     data.insert("actual_version".into(), actual_version.into());
-    data.insert("actual_value".into(), actual_value);
     data.insert(
         "actual_updated_by".into(),
         live.and_then(|c| c.updated_by.clone()).into(),
@@ -139,6 +139,7 @@ fn conflict(namespace: &str, key: &str, expected: u64, current: Option<&Current>
     Ok(Error::Conflict {
         message: format!("{message}; {hint}"),
         data,
+        exact: vec![("actual_value", actual_value)],
     })
 }
 
