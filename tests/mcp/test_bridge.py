@@ -105,7 +105,10 @@ def test_set_get_and_a_conflict_that_names_the_next_call(daemon: Daemon) -> None
             stale = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": {"usd": 9000}, "expected_version": 1})
             assert stale.is_error
             assert "baton_get" in text(stale) and "expected_version 2" in text(stale), text(stale)
-            assert stale.structured_content["error"]["actual_value"] == {"usd": 4000}
+            # No structuredContent on errors (the outputSchema describes a success); the
+            # details follow the hint as a second text block.
+            assert stale.structured_content is None
+            assert json.loads(stale.content[1].text)["actual_value"] == {"usd": 4000}
             # Forgetting expected_version is refused, with the way out.
             blind = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": 0})
             assert blind.is_error and "expected_version" in text(blind) and "force" in text(blind)
@@ -122,13 +125,20 @@ def test_set_get_and_a_conflict_that_names_the_next_call(daemon: Daemon) -> None
     run(main())
 
 
-def test_malformed_calls_and_unknown_tools_are_protocol_errors(daemon: Daemon) -> None:
+def test_bad_arguments_are_tool_errors_and_unknown_tools_protocol_errors(daemon: Daemon) -> None:
     async def main() -> None:
         async with Client(bridge_params(daemon.socket)) as client:
-            for name, args in [("baton_nope", {}), ("baton_get", {"namespace": "p"}), ("baton_get", {"namespace": "p", "key": 5})]:
-                with pytest.raises(Exception) as caught:
-                    await client.call_tool(name, args)
-                assert "baton" in str(caught.value) or "key" in str(caught.value)
+            with pytest.raises(Exception) as caught:
+                await client.call_tool("baton_nope", {})
+            assert "baton_nope" in str(caught.value)
+            for args, expected in [
+                ({"namespace": "p"}, '"key" is missing'),
+                ({"namespace": "p", "key": 5}, '"key" is a number; send a string'),
+                ({"namespace": "p", "key": "k", "version": 1}, 'no argument "version"'),
+            ]:
+                result = await client.call_tool("baton_get", args)
+                assert result.is_error and expected in text(result), text(result)
+                assert "call baton_get again" in text(result) or "call it again" in text(result)
 
     run(main())
 
