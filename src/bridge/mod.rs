@@ -44,6 +44,8 @@ pub struct Bridge {
     /// Connections on which a waited-for claim got its lock, by lease id: they stay open
     /// while the lease lives (closing one would end its lease as abandoned).
     parked: StdMutex<HashMap<String, Connection>>,
+    /// Becomes true when the client's stdin ends: waiting calls stop at once.
+    closed: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Bridge {
@@ -60,7 +62,14 @@ impl Bridge {
             owner: OnceLock::new(),
             main: Mutex::new(None),
             parked: StdMutex::new(HashMap::new()),
+            closed: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Ends waiting calls when `closed` becomes true (the client's input has ended).
+    pub fn closing_on(mut self, closed: tokio::sync::watch::Receiver<bool>) -> Bridge {
+        self.closed = closed;
+        self
     }
 
     /// The session's owner identity, fixed at the first call.
@@ -154,6 +163,7 @@ impl Bridge {
         let mut conn = Connection::connect(&self.socket).await?;
         let started = Instant::now();
         let progress = context.meta.get_progress_token();
+        let mut closed = self.closed.clone();
         let answer = {
             let call = conn.call(method, &params);
             tokio::pin!(call);
@@ -164,6 +174,8 @@ impl Bridge {
                     answer = &mut call => break answer,
                     // Dropping the connection ends the wait in the daemon.
                     _ = context.ct.cancelled() => return Ok(None),
+                    // The client is gone: nobody will read the answer.
+                    _ = async { closed.wait_for(|closed| *closed).await.map(|_| ()) } => return Ok(None),
                     _ = ticker.tick(), if progress.is_some() => {
                         let waited = started.elapsed().as_millis() as f64;
                         let token = progress.clone().expect("checked by the guard");
@@ -539,9 +551,16 @@ impl ServerHandler for Bridge {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            // Every tool fits on the one page, so no cursor was ever handed out.
+            return Err(McpError::invalid_params(
+                format!("unknown cursor {cursor:?}: tools/list has a single page; call it without a cursor"),
+                None,
+            ));
+        }
         Ok(ListToolsResult::with_all_items(
             self.tools.iter().map(Bridge::rmcp_tool).collect(),
         ))
@@ -554,6 +573,12 @@ impl ServerHandler for Bridge {
     ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = self.tools.iter().find(|t| t.name == request.name) else {
             let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            if request.name.is_empty() {
+                return Err(McpError::invalid_params(
+                    format!("tools/call needs params.name, one of: {}", names.join(", ")),
+                    None,
+                ));
+            }
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}; this bridge serves: {} (start it with --tools all for every group)",

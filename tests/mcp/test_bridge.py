@@ -329,3 +329,60 @@ def test_txn_and_wait_through_the_bridge(daemon: Daemon) -> None:
             assert free.structured_content["previous"]["outcome"] == "created"
 
     run(main())
+
+
+def raw_bridge(daemon: Daemon) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN_DIR / "mcp-bridge"), "--socket", str(daemon.socket)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "RUST_LOG": "warn"},
+    )
+
+
+def test_closing_stdin_before_initialize_exits_cleanly(daemon: Daemon) -> None:
+    bridge = raw_bridge(daemon)
+    bridge.stdin.close()
+    assert bridge.wait(timeout=10) == 0, bridge.stderr.read()
+    assert bridge.stdout.read() == b""
+
+
+def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_the_exit(daemon: Daemon) -> None:
+    bridge = raw_bridge(daemon)
+
+    def send(message: Any) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        bridge.stdin.write((line + "\n").encode())
+        bridge.stdin.flush()
+
+    def answer() -> Any:
+        return json.loads(bridge.stdout.readline())
+
+    send({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    })
+    assert answer()["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send("{this is not json")  # logged and skipped; the session goes on
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}})
+    nameless = answer()
+    assert nameless["id"] == 2 and nameless["error"]["code"] == -32602, nameless
+    assert "baton_get" in nameless["error"]["message"]
+    send({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "bogus"}})
+    cursor = answer()
+    assert cursor["id"] == 3 and cursor["error"]["code"] == -32602, cursor
+    # A claim queued behind another holder, then the client goes away.
+    daemon.call("AcquireResourceLock", {"resource_key": "tool:held", "owner": "other"})
+    send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+          "params": {"name": "baton_claim", "arguments": {"resource_key": "tool:held", "wait_ms": 600000}}})
+    deadline = time.monotonic() + 30
+    while daemon.call("Metrics")["locks"]["waiting"] != 1:
+        assert time.monotonic() < deadline, "the claim never queued"
+        time.sleep(0.01)
+    started = time.monotonic()
+    bridge.stdin.close()
+    assert bridge.wait(timeout=30) == 0
+    assert time.monotonic() - started < 2.5, "the waiting call held the exit"
+    assert b"not JSON" in bridge.stderr.read()
