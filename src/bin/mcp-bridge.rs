@@ -23,9 +23,10 @@ struct Cli {
     /// Tool groups to serve, comma-separated: locks, state, tasks, events, or all
     #[arg(long, value_name = "GROUPS", default_value = "locks,state")]
     tools: String,
-    /// Owner name for this session's claims [default: the client's name + a random suffix]
-    #[arg(long, value_name = "NAME")]
-    owner: Option<String>,
+    /// The agent this session acts for: the owner of its claims and node leases and the
+    /// author of its writes (`--owner` is an alias) [default: the client's name + a random suffix]
+    #[arg(long, value_name = "NAME", env = "BATON_AGENT", alias = "owner")]
+    agent: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -45,12 +46,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if cli
-        .owner
-        .as_deref()
-        .is_some_and(|o| o.is_empty() || o.len() > 200)
-    {
-        eprintln!("mcp-bridge: --owner must be 1 to 200 bytes");
+    // An empty BATON_AGENT (an unset shell variable, usually) means no name given.
+    let agent = cli.agent.filter(|name| !name.trim().is_empty());
+    if agent.as_deref().is_some_and(|name| name.len() > 200) {
+        eprintln!("mcp-bridge: --agent (or BATON_AGENT) must be at most 200 bytes");
         return ExitCode::FAILURE;
     }
     let flags = Flags {
@@ -75,7 +74,7 @@ fn main() -> ExitCode {
         }
     };
     let (closing, closed) = tokio::sync::watch::channel(false);
-    let bridge = Bridge::new(config.socket_path, groups, cli.owner).closing_on(closed);
+    let bridge = Bridge::new(config.socket_path, groups, agent).closing_on(closed);
     let code = runtime.block_on(async move {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let (feed, input) = tokio::io::duplex(1 << 16);

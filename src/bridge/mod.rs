@@ -1,7 +1,7 @@
 //! `mcp-bridge`: an MCP server over stdio whose tools are calls on batond's socket.
 //!
 //! One bridge process serves one MCP session. It names the session's owner once (from
-//! `--owner`, else the client's name plus a short random suffix) and claims every lock
+//! `--agent`/`BATON_AGENT`, else the client's name plus a short random suffix) and claims every lock
 //! with `release_on_disconnect`, on connections that live as long as the session, so a
 //! client that closes or crashes frees its locks at once. Calls that wait (a claim with
 //! `wait_ms`, `baton_wait`, `baton_task_next` with `wait_ms`) run on a connection of

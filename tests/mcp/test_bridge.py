@@ -386,3 +386,29 @@ def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_th
     assert bridge.wait(timeout=30) == 0
     assert time.monotonic() - started < 2.5, "the waiting call held the exit"
     assert b"not JSON" in bridge.stderr.read()
+
+
+def test_the_agent_name_comes_from_the_flag_or_baton_agent(daemon: Daemon) -> None:
+    from mcp import StdioServerParameters
+
+    def params(env: dict[str, str], *args: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=str(BIN_DIR / "mcp-bridge"),
+            args=["--socket", str(daemon.socket), *args],
+            env={"PATH": os.environ.get("PATH", ""), "RUST_LOG": "warn", **env},
+        )
+
+    async def main() -> None:
+        for env, args, expected in [
+            ({"BATON_AGENT": "carol"}, (), "carol"),
+            ({"BATON_AGENT": "carol"}, ("--agent", "dave"), "dave"),
+            ({"BATON_AGENT": ""}, ("--owner", "erin"), "erin"),
+        ]:
+            async with Client(params(env, *args)) as client:
+                claim = await client.call_tool("baton_claim", {"resource_key": f"tool:{expected}"})
+                assert claim.structured_content["owner"] == expected, text(claim)
+                written = await client.call_tool("baton_set", {"namespace": "who", "key": expected, "value": 1, "force": True})
+                assert not written.is_error, text(written)
+                assert daemon.call("Get", {"namespace": "who", "key": expected})["updated_by"] == expected
+
+    run(main())
