@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use rmcp::service::ServerInitializeError;
 use rmcp::ServiceExt;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use baton::bridge::tools::Group;
 use baton::bridge::Bridge;
@@ -20,9 +23,10 @@ struct Cli {
     /// Tool groups to serve, comma-separated: locks, state, tasks, events, or all
     #[arg(long, value_name = "GROUPS", default_value = "locks,state")]
     tools: String,
-    /// Owner name for this session's claims [default: the client's name + a random suffix]
-    #[arg(long, value_name = "NAME")]
-    owner: Option<String>,
+    /// The agent this session acts for: the owner of its claims and node leases and the
+    /// author of its writes (`--owner` is an alias) [default: the client's name + a random suffix]
+    #[arg(long, value_name = "NAME", env = "BATON_AGENT", alias = "owner")]
+    agent: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -42,12 +46,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if cli
-        .owner
-        .as_deref()
-        .is_some_and(|o| o.is_empty() || o.len() > 200)
-    {
-        eprintln!("mcp-bridge: --owner must be 1 to 200 bytes");
+    // An empty BATON_AGENT (an unset shell variable, usually) means no name given.
+    let agent = cli.agent.filter(|name| !name.trim().is_empty());
+    if agent.as_deref().is_some_and(|name| name.len() > 200) {
+        eprintln!("mcp-bridge: --agent (or BATON_AGENT) must be at most 200 bytes");
         return ExitCode::FAILURE;
     }
     let flags = Flags {
@@ -71,10 +73,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let bridge = Bridge::new(config.socket_path, groups, cli.owner);
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let bridge = Bridge::new(config.socket_path, groups, agent).closing_on(closed);
     let code = runtime.block_on(async move {
-        let service = match bridge.serve(rmcp::transport::stdio_pipes()).await {
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let (feed, input) = tokio::io::duplex(1 << 16);
+        tokio::spawn(forward_stdin(stdin, feed, closing));
+        let service = match bridge.serve((input, stdout)).await {
             Ok(service) => service,
+            // The client went away before initializing: nothing to serve, nothing wrong.
+            Err(ServerInitializeError::ConnectionClosed(_)) => return ExitCode::SUCCESS,
             Err(err) => {
                 tracing::error!(%err, "the MCP session did not start");
                 return ExitCode::FAILURE;
@@ -90,4 +98,70 @@ fn main() -> ExitCode {
     });
     // stdin may still be held by a blocking read; the session is over, so leave now.
     std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 })
+}
+
+/// Passes the client's lines on to the MCP service, with two repairs rmcp does not make:
+/// a line that is not JSON is logged (rmcp drops it silently) and skipped, and a
+/// `tools/call` without a `name` gets an empty one, so it is answered -32602 (invalid
+/// params, naming the tools) rather than -32601 (method not found). When stdin ends it
+/// tells the bridge, which ends its waiting calls at once: the client is gone, and rmcp
+/// would otherwise hold the exit for up to 5 s waiting for their answers.
+async fn forward_stdin(
+    stdin: impl AsyncRead + Unpin,
+    mut feed: impl AsyncWrite + Unpin,
+    closing: tokio::sync::watch::Sender<bool>,
+) {
+    let mut stdin = BufReader::new(stdin);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match stdin.read_until(b'\n', &mut line).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(%err, "reading stdin failed; ending the session");
+                break;
+            }
+        }
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        let mut message: Value = match serde_json::from_slice(text) {
+            Ok(message) => message,
+            Err(err) => {
+                tracing::warn!(%err, bytes = text.len(), "a line on stdin is not JSON; ignored");
+                continue;
+            }
+        };
+        let nameless_call = message["method"] == "tools/call"
+            && !message
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .is_some_and(Value::is_string);
+        let written = if nameless_call {
+            match message.get_mut("params") {
+                Some(Value::Object(params)) => {
+                    params.insert("name".into(), json!(""));
+                }
+                _ => message["params"] = json!({"name": ""}),
+            }
+            let mut repaired = serde_json::to_vec(&message).unwrap_or_default();
+            repaired.push(b'\n');
+            feed.write_all(&repaired).await
+        } else {
+            let end = line.len();
+            if line.last() != Some(&b'\n') {
+                line.push(b'\n');
+            }
+            let written = feed.write_all(&line).await;
+            line.truncate(end);
+            written
+        };
+        if written.is_err() {
+            break; // the service has ended
+        }
+    }
+    let _ = closing.send(true);
+    drop(feed);
 }

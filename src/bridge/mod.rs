@@ -1,7 +1,7 @@
 //! `mcp-bridge`: an MCP server over stdio whose tools are calls on batond's socket.
 //!
 //! One bridge process serves one MCP session. It names the session's owner once (from
-//! `--owner`, else the client's name plus a short random suffix) and claims every lock
+//! `--agent`/`BATON_AGENT`, else the client's name plus a short random suffix) and claims every lock
 //! with `release_on_disconnect`, on connections that live as long as the session, so a
 //! client that closes or crashes frees its locks at once. Calls that wait (a claim with
 //! `wait_ms`, `baton_wait`, `baton_task_next` with `wait_ms`) run on a connection of
@@ -44,6 +44,8 @@ pub struct Bridge {
     /// Connections on which a waited-for claim got its lock, by lease id: they stay open
     /// while the lease lives (closing one would end its lease as abandoned).
     parked: StdMutex<HashMap<String, Connection>>,
+    /// Becomes true when the client's stdin ends: waiting calls stop at once.
+    closed: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Bridge {
@@ -60,7 +62,14 @@ impl Bridge {
             owner: OnceLock::new(),
             main: Mutex::new(None),
             parked: StdMutex::new(HashMap::new()),
+            closed: tokio::sync::watch::channel(false).1,
         }
+    }
+
+    /// Ends waiting calls when `closed` becomes true (the client's input has ended).
+    pub fn closing_on(mut self, closed: tokio::sync::watch::Receiver<bool>) -> Bridge {
+        self.closed = closed;
+        self
     }
 
     /// The session's owner identity, fixed at the first call.
@@ -154,6 +163,7 @@ impl Bridge {
         let mut conn = Connection::connect(&self.socket).await?;
         let started = Instant::now();
         let progress = context.meta.get_progress_token();
+        let mut closed = self.closed.clone();
         let answer = {
             let call = conn.call(method, &params);
             tokio::pin!(call);
@@ -164,6 +174,8 @@ impl Bridge {
                     answer = &mut call => break answer,
                     // Dropping the connection ends the wait in the daemon.
                     _ = context.ct.cancelled() => return Ok(None),
+                    // The client is gone: nobody will read the answer.
+                    _ = async { closed.wait_for(|closed| *closed).await.map(|_| ()) } => return Ok(None),
                     _ = ticker.tick(), if progress.is_some() => {
                         let waited = started.elapsed().as_millis() as f64;
                         let token = progress.clone().expect("checked by the guard");
@@ -274,7 +286,7 @@ impl Bridge {
         }
         match answer {
             Ok(value) => self.success(tool, value),
-            Err(err) => self.error(tool, &args, err),
+            Err(err) => error(tool, &args, &owner, err),
         }
     }
 
@@ -283,7 +295,7 @@ impl Bridge {
             Kind::Claim if value["status"] == "busy" => {
                 let holder = &value["held_by"];
                 let hint = format!(
-                    "{} is busy: held by {} until {}{}. Work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
+                    "{} is busy, held by {} until {}{}: work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
                     value["resource_key"].as_str().unwrap_or(""),
                     holder["owner"].as_str().unwrap_or("another agent"),
                     holder["expires_at"].as_str().unwrap_or("its lease ends"),
@@ -292,7 +304,11 @@ impl Bridge {
                         _ => String::new(),
                     }
                 );
-                return failure(hint, Some(value));
+                // status busy is in baton_claim's outputSchema: the answer may stay
+                // structured content, for clients that read it.
+                let mut result = failure(hint, None);
+                result.structured_content = Some(value);
+                return result;
             }
             Kind::NextNode => {
                 let value = match value {
@@ -308,77 +324,196 @@ impl Bridge {
         }
         ok(value)
     }
+}
 
-    fn error(&self, tool: &Tool, args: &Map<String, Value>, err: CallError) -> CallToolResult {
-        let arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
-        match err {
-            CallError::Unreachable { path, source } => failure(
-                format!(
-                    "batond is not running at {} ({source}). Start it with `batond` (or `cargo run --release --bin batond` in the Baton checkout, or `systemctl --user start batond`), then retry {}.",
-                    path.display(),
-                    tool.name
-                ),
-                None,
-            ),
-            CallError::NotSent(e) => failure(
-                format!("The connection to batond closed ({e}); batond may be restarting. Retry {} in a moment.", tool.name),
-                None,
-            ),
-            CallError::Lost(why) => failure(
-                format!(
-                    "{why}; the outcome of {} is unknown. Check it (baton_get, baton_lock_status or baton_task_status) before retrying.",
-                    tool.name
-                ),
-                None,
-            ),
-            CallError::Daemon {
-                kind,
-                message,
-                data,
-                ..
-            } => {
-                let hint = match kind.as_str() {
-                    "conflict" if data.get("failed").is_some() => format!(
-                        "{message} Call baton_get for each failed compare, rebuild the transaction on the current values, and retry baton_txn with their versions."
-                    ),
-                    "conflict" => {
-                        let actual = data["actual_version"].as_u64().unwrap_or(0);
-                        let (ns, key) = (arg("namespace"), arg("key"));
-                        if actual == 0 && tool.method == "Delete" {
-                            format!(
-                                "{ns}/{key} does not exist (you expected version {}): there is nothing to delete. Call baton_get to check.",
-                                data["expected_version"]
-                            )
-                        } else if actual == 0 {
-                            format!(
-                                "Version conflict on {ns}/{key}: it does not exist (you expected version {}). Call baton_get to check, then retry {} with expected_version 0 to create it.",
-                                data["expected_version"], tool.name
-                            )
-                        } else {
-                            format!(
-                                "Version conflict on {ns}/{key}: it is at version {actual}, written by {} (you expected version {}). Call baton_get to read version {actual}, merge your change, and retry {} with expected_version {actual}.",
-                                data["actual_updated_by"].as_str().unwrap_or("another agent"),
-                                data["expected_version"],
-                                tool.name
-                            )
-                        }
+/// Daemon method names (and protocol words) as the MCP client knows them.
+fn mcp_words(message: &str) -> String {
+    let mut names: Vec<(&str, &str)> = tools::catalogue()
+        .into_iter()
+        .map(|t| (t.method, t.name))
+        .collect();
+    names.sort_by_key(|(method, _)| std::cmp::Reverse(method.len()));
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    'scan: while let Some(c) = rest.chars().next() {
+        let at_word = out
+            .chars()
+            .last()
+            .is_none_or(|p| !p.is_ascii_alphanumeric() && p != '_' && p != '.');
+        if at_word {
+            if let Some(tail) = rest.strip_prefix("data.") {
+                rest = tail;
+                continue;
+            }
+            for (method, tool) in &names {
+                if let Some(tail) = rest.strip_prefix(method) {
+                    if !tail.starts_with(|n: char| n.is_ascii_alphanumeric()) {
+                        out.push_str(tool);
+                        rest = tail;
+                        continue 'scan;
                     }
-                    "lease_invalid" if tool.group == Group::Tasks => format!(
-                        "{message} Your lease on this node is gone (it lapsed and the node went back to the queue, or the task was cancelled): stop working on it and call baton_task_next for a node."
-                    ),
-                    "lease_invalid" => format!(
-                        "{message} Your lease on {} is gone (expired, released or someone else's): stop changing it and call baton_claim again before you do.",
-                        arg("resource_key")
-                    ),
-                    "not_found" => format!(
-                        "{message} Check the id: baton_task_status and baton_locks show what exists."
-                    ),
-                    _ => message,
-                };
-                failure(hint, Some(json!({"error": data})))
+                }
             }
         }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
     }
+    out
+}
+
+/// batond answers a request line over its limit with an error of id null (it could not
+/// read the id): the client reports it as an answer to another request. The bridge sends
+/// one request at a time per connection, so it was this one, refused unread.
+fn refused_line(why: &str) -> Option<String> {
+    let answer: Value =
+        serde_json::from_str(why.strip_prefix("batond answered another request: ")?).ok()?;
+    let error = answer.get("error")?;
+    (answer["id"].is_null() && error["data"]["kind"] == "request_too_large")
+        .then(|| error["message"].as_str().unwrap_or("").to_string())
+}
+
+/// The first clause of a daemon message (before its own advice).
+fn clause(message: &str) -> &str {
+    message.split(';').next().unwrap_or(message).trim()
+}
+
+/// A failed daemon call as a result for the model: one sentence saying what happened and
+/// which tool to call next, by its MCP name; the daemon's details (without its own hint,
+/// which names daemon methods) follow as a second text block.
+fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) -> CallToolResult {
+    let arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
+    let name = tool.name;
+    let check_with = match tool.group {
+        Group::Locks => "baton_lock_status",
+        Group::State => "baton_get",
+        Group::Tasks => "baton_task_status",
+        Group::Events => "baton_events",
+    };
+    let (kind, message, mut data) = match err {
+        CallError::Unreachable { path, source } => {
+            return failure(
+                format!(
+                    "batond is not running at {} ({source}): start it with `batond` (or `systemctl --user start batond`, or `cargo run --release --bin batond` in the Baton checkout), then call {name} again.",
+                    path.display()
+                ),
+                None,
+            )
+        }
+        CallError::NotSent(e) => {
+            return failure(
+                format!("The connection to batond closed before {name} was sent ({e}), so nothing was done; batond may be restarting, so call {name} again in a moment."),
+                None,
+            )
+        }
+        CallError::Lost(why) => match refused_line(&why) {
+            Some(message) => ("request_too_large".to_string(), message, Value::Null),
+            None => {
+                return failure(
+                    format!("{why}, so the outcome of {name} is unknown: check it with {check_with} before you call {name} again."),
+                    None,
+                )
+            }
+        },
+        CallError::Daemon {
+            kind,
+            message,
+            data,
+            ..
+        } => (kind, message, data),
+    };
+    if let Value::Object(map) = &mut data {
+        // The daemon's own advice names its methods; the hint below replaces it.
+        map.remove("hint");
+    }
+    let hint = match kind.as_str() {
+        "conflict" if data.get("failed").is_some() => {
+            let n = data["failed"].as_array().map_or(0, Vec::len);
+            format!("{n} compare(s) did not hold, so nothing was written: call baton_get for each key listed in `failed` below, rebuild the change on the current values, and call baton_txn again with their versions.")
+        }
+        "conflict" => {
+            let actual = data["actual_version"].as_u64().unwrap_or(0);
+            let expected = &data["expected_version"];
+            let (ns, key) = (arg("namespace"), arg("key"));
+            match (actual, tool.method) {
+                (0, "Delete") => format!(
+                    "{ns}/{key} does not exist (you expected version {expected}), so there is nothing to delete; call baton_get if you want to check."
+                ),
+                (0, _) => format!(
+                    "Version conflict on {ns}/{key}: it does not exist (you expected version {expected}), so nothing was written; call baton_get to check, or call {name} again with expected_version 0 to create it."
+                ),
+                (_, "Delete") => format!(
+                    "Version conflict on {ns}/{key}: it is at version {actual}, written by {} (you expected version {expected}), so nothing was deleted; call baton_get to read version {actual}, and if it should still go call baton_delete with expected_version {actual}.",
+                    data["actual_updated_by"].as_str().unwrap_or("another agent")
+                ),
+                _ => format!(
+                    "Version conflict on {ns}/{key}: it is at version {actual}, written by {} (you expected version {expected}), so nothing was written; call baton_get to read version {actual}, merge your change into it, and call {name} again with expected_version {actual}.",
+                    data["actual_updated_by"].as_str().unwrap_or("another agent")
+                ),
+            }
+        }
+        "lease_invalid" if tool.group == Group::Tasks => {
+            let node = format!("node {} of task {}", arg("node_id"), arg("task_id"));
+            match data["state"].as_str().unwrap_or("") {
+                "COMPLETED" => format!("The {node} is already completed, so there is nothing more to do for it; call baton_task_next for another node."),
+                "PENDING" => format!("Your lease on the {node} lapsed and the node went back to the queue: stop working on it and call baton_task_next to take a node."),
+                "RUNNING" if data["lease_owner"].as_str() == Some(owner) => format!(
+                    "The {node} is yours, but under another lease_id than the one you sent: pass the lease_id that baton_task_next gave you for it (call baton_task_next again only if you lost it)."
+                ),
+                "RUNNING" => format!(
+                    "The {node} is held by another worker ({}), not by your lease: drop this work and call baton_task_next for another node.",
+                    data["lease_owner"].as_str().unwrap_or("unknown")
+                ),
+                "CANCELLED" => format!("The task of the {node} was cancelled: stop working on it and call baton_task_next for other work."),
+                "FAILED" => format!("The {node} has failed for good: stop working on it and call baton_task_next for other work."),
+                _ => format!("Your lease on the {node} is not live: stop working on it and call baton_task_next to take a node."),
+            }
+        }
+        "lease_invalid" => {
+            let key = data["resource_key"]
+                .as_str()
+                .unwrap_or(arg("resource_key"))
+                .to_string();
+            let holder = match data["held_by"]["owner"].as_str() {
+                Some(other) => format!(" and {key} is now held by {other}"),
+                None => String::new(),
+            };
+            if tool.kind == tools::Kind::Release {
+                format!("Your lease on {key} is no longer live (it expired, was released, or is not yours){holder}, so there is nothing to release; call baton_claim before you change {key} again.")
+            } else {
+                format!("Your lease on {key} is gone (it expired, was released, or is not yours){holder}: stop changing {key} and call baton_claim for it again before you do.")
+            }
+        }
+        "not_found" if tool.group == Group::Tasks => {
+            let task = arg("task_id");
+            if message.starts_with("node") {
+                format!("Node {} is not a node of task {task}: call baton_task_status with task_id {task} to see its nodes.", arg("node_id"))
+            } else {
+                format!("Task {task} does not exist: check the task_id you got from baton_task_register or baton_task_next, and call {name} again with it.")
+            }
+        }
+        "value_too_large" | "request_too_large" => format!(
+            "batond refused {name} because it is too large ({}), so nothing was written: send a smaller value (split it over several keys, or keep it in a file and store its path) and call {name} again.",
+            mcp_words(clause(&message))
+        ),
+        "invalid_params" | "invalid" => format!(
+            "batond refused {name}: {}, so nothing was changed; fix that and call {name} again.",
+            mcp_words(clause(&message))
+        ),
+        "overloaded" => format!("batond is overloaded and did nothing: call {name} again in a moment."),
+        "unavailable" => format!(
+            "batond is unavailable ({}) and wrote nothing: call {name} again later.",
+            mcp_words(clause(&message))
+        ),
+        _ => format!(
+            "{name} failed: {}; check with {check_with} before you call {name} again.",
+            mcp_words(&message)
+        ),
+    };
+    let details = match data {
+        Value::Object(map) if map.keys().any(|k| k != "kind") => Some(Value::Object(map)),
+        _ => None,
+    };
+    failure(hint, details)
 }
 
 fn text_of(value: &Value) -> String {
@@ -391,20 +526,16 @@ fn ok(value: Value) -> CallToolResult {
     result
 }
 
-/// A business outcome the agent must act on: `isError`, with a hint naming the next call.
+/// An outcome the agent must act on: `isError`, the hint (naming the next tool) as the
+/// first text block and the daemon's details, if any, as a second one. No
+/// `structuredContent`: a tool's outputSchema describes its success, and clients that
+/// check it on errors too (the TypeScript SDK, the Inspector) would reject the result.
 fn failure(hint: String, details: Option<Value>) -> CallToolResult {
-    let mut content = vec![ContentBlock::text(hint.clone())];
+    let mut content = vec![ContentBlock::text(hint)];
     if let Some(details) = &details {
         content.push(ContentBlock::text(text_of(details)));
     }
-    let mut result = CallToolResult::error(content);
-    let mut structured = match details {
-        Some(Value::Object(map)) => map,
-        _ => Map::new(),
-    };
-    structured.insert("hint".into(), json!(hint));
-    result.structured_content = Some(Value::Object(structured));
-    result
+    CallToolResult::error(content)
 }
 
 impl ServerHandler for Bridge {
@@ -420,9 +551,16 @@ impl ServerHandler for Bridge {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        if let Some(cursor) = request.and_then(|r| r.cursor) {
+            // Every tool fits on the one page, so no cursor was ever handed out.
+            return Err(McpError::invalid_params(
+                format!("unknown cursor {cursor:?}: tools/list has a single page; call it without a cursor"),
+                None,
+            ));
+        }
         Ok(ListToolsResult::with_all_items(
             self.tools.iter().map(Bridge::rmcp_tool).collect(),
         ))
@@ -435,6 +573,12 @@ impl ServerHandler for Bridge {
     ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = self.tools.iter().find(|t| t.name == request.name) else {
             let names: Vec<&str> = self.tools.iter().map(|t| t.name).collect();
+            if request.name.is_empty() {
+                return Err(McpError::invalid_params(
+                    format!("tools/call needs params.name, one of: {}", names.join(", ")),
+                    None,
+                ));
+            }
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool {:?}; this bridge serves: {} (start it with --tools all for every group)",
@@ -445,8 +589,37 @@ impl ServerHandler for Bridge {
             ));
         };
         let args = request.arguments.unwrap_or_default();
-        tool.check_arguments(&args)
-            .map_err(|message| McpError::invalid_params(message, None))?;
+        // Bad arguments are the model's to correct: a result saying what to send instead.
+        if let Err(hint) = tool.check_arguments(&args) {
+            return Ok(failure(hint, None).into());
+        }
         Ok(self.run(tool, args, &context).await.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn daemon_words_become_mcp_words() {
+        assert_eq!(
+            mcp_words("acquire it again with AcquireResourceLock; see data.failed, Get it"),
+            "acquire it again with baton_claim; see failed, baton_get it"
+        );
+        assert_eq!(
+            mcp_words("GetAway TaskStatus."),
+            "GetAway baton_task_status."
+        );
+    }
+
+    #[test]
+    fn an_unread_line_is_recognised_as_refused() {
+        let why = r#"batond answered another request: {"id":null,"error":{"code":-32001,"message":"request line is longer than the limit of 64 bytes; send less","data":{"kind":"request_too_large"}}}"#;
+        assert_eq!(
+            refused_line(why).as_deref(),
+            Some("request line is longer than the limit of 64 bytes; send less")
+        );
+        assert_eq!(refused_line("batond closed the connection"), None);
     }
 }

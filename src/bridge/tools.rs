@@ -107,50 +107,187 @@ impl Tool {
         schema
     }
 
-    /// Checks the arguments' shape: required fields present, known fields only, and the
-    /// top-level JSON type of each. The daemon checks everything else.
+    /// Checks the arguments against the input schema (required, known, type, range, enum,
+    /// nested items) and says what to send instead, so a model can correct the call.
     pub fn check_arguments(&self, arguments: &Map<String, Value>) -> Result<(), String> {
         let known: Vec<&str> = self.params.iter().map(|(n, _, _)| *n).collect();
-        for name in arguments.keys() {
-            if !known.contains(&name.as_str()) {
+        if let Some(unknown) = arguments.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(format!(
+                "{} has no argument \"{unknown}\"; send only {} and call it again.",
+                self.name,
+                known.join(", ")
+            ));
+        }
+        let schema = Value::Object(self.input_schema());
+        check(&schema, &Value::Object(arguments.clone()), "").map_err(|problem| {
+            format!(
+                "{}: {problem}; call {} again with that fixed.",
+                self.name, self.name
+            )
+        })
+    }
+}
+
+/// What a JSON value is, in words.
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number with a fraction",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What a schema asks for, in words.
+fn wanted(schema: &Value) -> String {
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        let options: Vec<String> = options
+            .iter()
+            .map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_string))
+            .collect();
+        return format!("one of {}", options.join(", "));
+    }
+    let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+    let base = match ty {
+        "string" => "a string".to_string(),
+        "boolean" => "true or false".to_string(),
+        "object" => "a JSON object".to_string(),
+        "array" => "an array".to_string(),
+        "number" => "a number".to_string(),
+        "integer" => {
+            let min = schema.get("minimum").and_then(Value::as_u64);
+            let max = schema.get("maximum").and_then(Value::as_u64);
+            match (min, max) {
+                (Some(min), Some(max)) => format!("an integer from {min} to {max}"),
+                (Some(0), None) => "a non-negative integer".to_string(),
+                (Some(min), None) => format!("an integer of at least {min}"),
+                _ => "an integer".to_string(),
+            }
+        }
+        _ => "any JSON value".to_string(),
+    };
+    base
+}
+
+/// Checks `value` against the subset of JSON Schema the catalogue uses; `path` names the
+/// value in the message ("" for the arguments object itself).
+fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+    let name = |field: &str| {
+        if path.is_empty() {
+            field.to_string()
+        } else {
+            format!("{path}.{field}")
+        }
+    };
+    if let Some(branches) = schema.get("anyOf").and_then(Value::as_array) {
+        if !branches.iter().any(|b| check(b, value, path).is_ok()) {
+            return Err(format!(
+                "\"{path}\" is {}; send {}",
+                json_type(value),
+                wanted(schema)
+            ));
+        }
+    }
+    let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+    let type_ok = match ty {
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        _ => true,
+    };
+    if !type_ok {
+        return Err(format!(
+            "\"{path}\" is {}; send {}",
+            json_type(value),
+            wanted(schema)
+        ));
+    }
+    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
+        if !options.contains(value) {
+            return Err(format!("\"{path}\" is {value}; send {}", wanted(schema)));
+        }
+    }
+    if let Some(n) = value.as_f64() {
+        let min = schema.get("minimum").and_then(Value::as_f64);
+        let max = schema.get("maximum").and_then(Value::as_f64);
+        if min.is_some_and(|min| n < min) || max.is_some_and(|max| n > max) {
+            return Err(format!("\"{path}\" is {value}; send {}", wanted(schema)));
+        }
+    }
+    if let Value::Array(items) = value {
+        if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+            if (items.len() as u64) < min {
                 return Err(format!(
-                    "{} has no argument {name:?}; it takes: {}",
-                    self.name,
-                    known.join(", ")
+                    "\"{path}\" has {} items; send at least {min}",
+                    items.len()
                 ));
             }
         }
-        for (name, schema, required) in &self.params {
-            match arguments.get(*name) {
-                None if *required => {
-                    return Err(format!("{} needs the argument {name:?}", self.name))
-                }
-                None => {}
-                Some(value) => {
-                    let Some(ty) = schema.get("type").and_then(Value::as_str) else {
-                        continue; // any JSON value
-                    };
-                    let ok = match ty {
-                        "string" => value.is_string(),
-                        "integer" => value.is_u64(),
-                        "boolean" => value.is_boolean(),
-                        "object" => value.is_object(),
-                        "array" => value.is_array(),
-                        _ => true,
-                    };
-                    if !ok {
-                        let ty = if ty == "integer" {
-                            "a non-negative integer"
-                        } else {
-                            ty
-                        };
-                        return Err(format!("{}: {name:?} must be {ty}", self.name));
-                    }
-                }
+        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+            if items.len() as u64 > max {
+                return Err(format!(
+                    "\"{path}\" has {} items; send at most {max}",
+                    items.len()
+                ));
             }
         }
-        Ok(())
+        if let Some(item) = schema.get("items") {
+            for (i, v) in items.iter().enumerate() {
+                check(item, v, &format!("{path}[{i}]"))?;
+            }
+        }
     }
+    if let Value::Object(fields) = value {
+        let empty = Map::new();
+        let properties = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+            if let Some(unknown) = fields.keys().find(|k| !properties.contains_key(*k)) {
+                let known: Vec<&str> = properties.keys().map(String::as_str).collect();
+                let what = if path.is_empty() {
+                    format!("there is no argument \"{unknown}\"")
+                } else {
+                    format!("\"{path}\" has no field \"{unknown}\"")
+                };
+                return Err(format!("{what}; send only {}", known.join(", ")));
+            }
+        }
+        for required in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !fields.contains_key(required) {
+                let field = &properties[required];
+                let about = field
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(|d| format!(" ({})", d.trim_end_matches('.')))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "\"{}\" is missing; send {}{about}",
+                    name(required),
+                    wanted(field)
+                ));
+            }
+        }
+        for (field, v) in fields {
+            if let Some(sub) = properties.get(field) {
+                check(sub, v, &name(field))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn string(description: &str) -> Value {
@@ -169,9 +306,24 @@ fn object(description: &str) -> Value {
     json!({"type": "object", "description": description})
 }
 
-/// Any JSON value: no `type`, so objects, arrays, strings, numbers, booleans and null pass.
+/// An integer from `min` to `max`: the limits the daemon enforces.
+fn bounded(description: &str, min: u64, max: u64) -> Value {
+    json!({"type": "integer", "minimum": min, "maximum": max, "description": description})
+}
+
+/// Any JSON value, typed so strict validators accept it: one branch per JSON type (a
+/// `type` array would need ajv's allowUnionTypes and is refused by some clients).
 fn any(description: &str) -> Value {
-    json!({"description": description})
+    let mut schema = any_json();
+    schema["description"] = json!(description);
+    schema
+}
+
+fn any_json() -> Value {
+    json!({"anyOf": [
+        {"type": "object"}, {"type": "array"}, {"type": "string"},
+        {"type": "number"}, {"type": "boolean"}, {"type": "null"}
+    ]})
 }
 
 fn strings(description: &str) -> Value {
@@ -192,20 +344,28 @@ const TASK_ID: &str = "The task's id (from baton_task_register or baton_task_nex
 const NODE_ID: &str = "The node's id (from baton_task_next).";
 const NODE_LEASE: &str = "The lease_id you got from baton_task_next for this node.";
 
+/// The daemon's limits, stated in the schemas and checked before a call.
+pub const MAX_LOCK_TTL_SECS: u64 = 7 * 24 * 3600;
+pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
+pub const MAX_WAIT_MS: u64 = 3_600_000;
+pub const MAX_PAGE: u64 = 1000;
+pub const MAX_ATTEMPTS: u64 = 100;
+pub const MAX_NODES: u64 = 10_000;
+
 /// Every tool, in listing order.
 pub fn catalogue() -> Vec<Tool> {
     let record = json!({
         "found": {"type": "boolean"}, "namespace": {"type": "string"}, "key": {"type": "string"},
-        "value": {"description": "The stored JSON value."},
+        "value": any("The stored JSON value."),
         "version": {"type": "integer", "description": "Pass it as expected_version to baton_set."},
-        "revision": {"type": "integer"}, "updated_by": {"description": "Who wrote it (null if not given)."}, "updated_at": {"type": "string"},
+        "revision": {"type": "integer"}, "updated_by": any("Who wrote it (null if not given)."), "updated_at": {"type": "string"},
     });
     let node = json!({
         "status": {"type": "string", "enum": ["acquired", "none"]},
-        "task_id": {"type": "string"}, "node_id": {"type": "string"}, "name": {"description": "The node's name, if it has one."},
+        "task_id": {"type": "string"}, "node_id": {"type": "string"}, "name": any("The node's name, if it has one."),
         "lease_id": {"type": "string"}, "lease_owner": {"type": "string"},
         "lease_expires_at": {"type": "string"}, "attempt": {"type": "integer"},
-        "payload": {"description": "The node's input."},
+        "payload": any("The node's input."),
         "context": {"type": "object", "description": "goal, task_context, dependency_results (node_id -> result), recent_events."},
     });
     vec![
@@ -219,8 +379,8 @@ pub fn catalogue() -> Vec<Tool> {
             description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
-                ("ttl_secs", integer("Lease length in seconds (default 300); heartbeat to extend."), false),
-                ("wait_ms", integer("If held, queue up to this many milliseconds for it (first come, first served) instead of answering busy at once."), false),
+                ("ttl_secs", bounded("Lease length in seconds, 1 to 604800 (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
+                ("wait_ms", bounded("If held, queue up to this many milliseconds (at most 3600000) for it, first come first served, instead of answering busy at once.", 0, MAX_WAIT_MS), false),
                 ("metadata", object("Anything other agents should see about your claim, e.g. {\"intent\": \"refactor\"}."), false),
             ],
             output: output(&["status", "resource_key"], json!({
@@ -229,7 +389,7 @@ pub fn catalogue() -> Vec<Tool> {
                 "lease_id": {"type": "string"}, "owner": {"type": "string"},
                 "fencing_token": {"type": "integer", "description": "Strictly increasing across all claims."},
                 "expires_at": {"type": "string"},
-                "previous": {"description": "What the last holder declared: outcome, owner, at, moved_to."},
+                "previous": any("What the last holder declared: outcome, owner, at, moved_to."),
             })),
             read_only: false,
             idempotent: false,
@@ -245,7 +405,7 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
                 ("lease_id", string(LEASE_ID), true),
-                ("ttl_secs", integer("New lease length from now, in seconds (default: the claim's)."), false),
+                ("ttl_secs", bounded("New lease length from now, in seconds, 1 to 604800 (default: the claim's).", 1, MAX_LOCK_TTL_SECS), false),
             ],
             output: output(&["expires_at"], json!({"expires_at": {"type": "string"}, "remaining_ms": {"type": "integer"}})),
             read_only: false,
@@ -281,8 +441,8 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![("resource_key", string(RESOURCE_KEY), true)],
             output: output(&["status"], json!({
                 "status": {"type": "string", "enum": ["available", "held"]},
-                "held_by": {"description": "owner, provider, acquired_at, expires_at, metadata."},
-                "previous": {"description": "What the last holder declared."},
+                "held_by": any("owner, provider, acquired_at, expires_at, metadata."),
+                "previous": any("What the last holder declared."),
             })),
             read_only: true,
             idempotent: true,
@@ -297,12 +457,12 @@ pub fn catalogue() -> Vec<Tool> {
             description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder. Stops when you cancel the call.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
-                ("timeout_ms", integer("How long to wait, in milliseconds."), true),
+                ("timeout_ms", bounded("How long to wait, in milliseconds (at most 3600000).", 0, MAX_WAIT_MS), true),
             ],
             output: output(&["status"], json!({
                 "status": {"type": "string", "enum": ["available", "timeout"]},
-                "waited_ms": {"type": "integer"}, "held_by": {"description": "The holder, on timeout."},
-                "previous": {"description": "What the last holder declared."},
+                "waited_ms": {"type": "integer"}, "held_by": any("The holder, on timeout."),
+                "previous": any("What the last holder declared."),
             })),
             read_only: true,
             idempotent: true,
@@ -389,10 +549,10 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("prefix", string("Only keys starting with this."), false),
-                ("limit", integer("At most this many (default 100, max 1000)."), false),
+                ("limit", bounded("At most this many, 1 to 1000 (default 100).", 1, MAX_PAGE), false),
                 ("after", string("The next_after of the previous page."), false),
             ],
-            output: output(&["records"], json!({"records": {"type": "array", "items": {"type": "object"}}, "next_after": {"description": "Pass it as after for the next page (null on the last)."}})),
+            output: output(&["records"], json!({"records": {"type": "array", "items": {"type": "object"}}, "next_after": any("Pass it as after for the next page (null on the last).")})),
             read_only: true,
             idempotent: true,
             destructive: false,
@@ -407,7 +567,7 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("key", string(KEY), true),
-                ("limit", integer("At most this many versions."), false),
+                ("limit", bounded("At most this many versions, 1 to 1000 (default 100).", 1, MAX_PAGE), false),
                 ("before_version", integer("Only versions older than this (to page)."), false),
             ],
             output: output(&["history"], json!({"history": {"type": "array", "items": {"type": "object"}}})),
@@ -426,11 +586,11 @@ pub fn catalogue() -> Vec<Tool> {
                 ("compare", json!({"type": "array", "description": "Versions that must hold.", "items": {
                     "type": "object",
                     "properties": {"namespace": {"type": "string"}, "key": {"type": "string"}, "version": {"type": "integer", "minimum": 0}},
-                    "required": ["namespace", "key", "version"]}}), false),
+                    "required": ["namespace", "key", "version"], "additionalProperties": false}}), false),
                 ("ops", json!({"type": "array", "description": "Writes to apply.", "items": {
                     "type": "object",
-                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": {"description": "For set: any JSON."}},
-                    "required": ["op", "namespace", "key"]}}), true),
+                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": any("For set: the new value (any JSON).")},
+                    "required": ["op", "namespace", "key"], "additionalProperties": false}}), true),
             ],
             output: output(&["revision", "results"], json!({"revision": {"type": "integer"}, "results": {"type": "array", "items": {"type": "object"}}})),
             read_only: false,
@@ -448,15 +608,16 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("goal", string("What the task achieves; every worker sees it."), true),
                 ("context", any("Shared input for every node (any JSON)."), false),
-                ("nodes", json!({"type": "array", "description": "The steps.", "items": {
+                ("nodes", json!({"type": "array", "minItems": 1, "maxItems": MAX_NODES, "description": "The steps.", "items": {
                     "type": "object",
                     "properties": {
                         "id": {"type": "string", "description": "Your id for the node (referenced by dependencies); generated when absent."},
                         "name": {"type": "string"},
                         "dependencies": {"type": "array", "items": {"type": "string"}, "description": "Ids of nodes that must complete first."},
-                        "payload": {"description": "The node's input (any JSON)."},
-                        "max_attempts": {"type": "integer", "minimum": 1, "description": "Tries before it fails for good (default 1)."}
-                    }}}), true),
+                        "payload": any("The node's input (any JSON)."),
+                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS, "description": "Tries before it fails for good, 1 to 100 (default 1)."}
+                    },
+                    "additionalProperties": false}}), true),
             ],
             output: output(&["task_id", "node_ids"], json!({"task_id": {"type": "string"}, "node_ids": {"type": "array", "items": {"type": "string"}}})),
             read_only: false,
@@ -472,8 +633,8 @@ pub fn catalogue() -> Vec<Tool> {
             description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable now (wait_ms waits for one; baton_task_status says whether the task is finished). Waiting stops when you cancel the call.",
             params: vec![
                 ("task_id", string("Only this task's nodes (any task when absent)."), false),
-                ("ttl_secs", integer("Lease length in seconds (default: the daemon's node timeout)."), false),
-                ("wait_ms", integer("If nothing is runnable, wait up to this many milliseconds for a node."), false),
+                ("ttl_secs", bounded("Lease length in seconds, 1 to 86400 (default: the daemon's node timeout).", 1, MAX_NODE_TTL_SECS), false),
+                ("wait_ms", bounded("If nothing is runnable, wait up to this many milliseconds (at most 3600000) for a node.", 0, MAX_WAIT_MS), false),
             ],
             output: output(&["status"], node),
             read_only: false,
@@ -491,7 +652,7 @@ pub fn catalogue() -> Vec<Tool> {
                 ("task_id", string(TASK_ID), true),
                 ("node_id", string(NODE_ID), true),
                 ("lease_id", string(NODE_LEASE), true),
-                ("ttl_secs", integer("New lease length from now, in seconds."), false),
+                ("ttl_secs", bounded("New lease length from now, in seconds, 1 to 86400.", 1, MAX_NODE_TTL_SECS), false),
             ],
             output: output(&["lease_expires_at"], json!({"lease_expires_at": {"type": "string"}})),
             read_only: false,
@@ -577,7 +738,7 @@ pub fn catalogue() -> Vec<Tool> {
             description: "Read the journal of changes (writes, claims, releases, task steps, published events) after since_seq, optionally filtered; continue from next_seq to see only what is new.",
             params: vec![
                 ("since_seq", integer("Only events after this seq (0 = from the start)."), false),
-                ("limit", integer("At most this many events."), false),
+                ("limit", bounded("At most this many events, 1 to 1000 (default 100).", 1, MAX_PAGE), false),
                 ("types", strings("Only these event types, e.g. kv.set, lock.released, custom.review."), false),
                 ("namespace", string("Only events of this namespace."), false),
                 ("key_prefix", string("Only keys starting with this."), false),

@@ -105,7 +105,10 @@ def test_set_get_and_a_conflict_that_names_the_next_call(daemon: Daemon) -> None
             stale = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": {"usd": 9000}, "expected_version": 1})
             assert stale.is_error
             assert "baton_get" in text(stale) and "expected_version 2" in text(stale), text(stale)
-            assert stale.structured_content["error"]["actual_value"] == {"usd": 4000}
+            # No structuredContent on errors (the outputSchema describes a success); the
+            # details follow the hint as a second text block.
+            assert stale.structured_content is None
+            assert json.loads(stale.content[1].text)["actual_value"] == {"usd": 4000}
             # Forgetting expected_version is refused, with the way out.
             blind = await b.call_tool("baton_set", {"namespace": "budget", "key": "q3", "value": 0})
             assert blind.is_error and "expected_version" in text(blind) and "force" in text(blind)
@@ -122,13 +125,20 @@ def test_set_get_and_a_conflict_that_names_the_next_call(daemon: Daemon) -> None
     run(main())
 
 
-def test_malformed_calls_and_unknown_tools_are_protocol_errors(daemon: Daemon) -> None:
+def test_bad_arguments_are_tool_errors_and_unknown_tools_protocol_errors(daemon: Daemon) -> None:
     async def main() -> None:
         async with Client(bridge_params(daemon.socket)) as client:
-            for name, args in [("baton_nope", {}), ("baton_get", {"namespace": "p"}), ("baton_get", {"namespace": "p", "key": 5})]:
-                with pytest.raises(Exception) as caught:
-                    await client.call_tool(name, args)
-                assert "baton" in str(caught.value) or "key" in str(caught.value)
+            with pytest.raises(Exception) as caught:
+                await client.call_tool("baton_nope", {})
+            assert "baton_nope" in str(caught.value)
+            for args, expected in [
+                ({"namespace": "p"}, '"key" is missing'),
+                ({"namespace": "p", "key": 5}, '"key" is a number; send a string'),
+                ({"namespace": "p", "key": "k", "version": 1}, 'no argument "version"'),
+            ]:
+                result = await client.call_tool("baton_get", args)
+                assert result.is_error and expected in text(result), text(result)
+                assert "call baton_get again" in text(result) or "call it again" in text(result)
 
     run(main())
 
@@ -317,5 +327,88 @@ def test_txn_and_wait_through_the_bridge(daemon: Daemon) -> None:
             free = await b.call_tool("baton_wait", {"resource_key": "artifact:report", "timeout_ms": 60000})
             assert free.structured_content["status"] == "available", text(free)
             assert free.structured_content["previous"]["outcome"] == "created"
+
+    run(main())
+
+
+def raw_bridge(daemon: Daemon) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN_DIR / "mcp-bridge"), "--socket", str(daemon.socket)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "RUST_LOG": "warn"},
+    )
+
+
+def test_closing_stdin_before_initialize_exits_cleanly(daemon: Daemon) -> None:
+    bridge = raw_bridge(daemon)
+    bridge.stdin.close()
+    assert bridge.wait(timeout=10) == 0, bridge.stderr.read()
+    assert bridge.stdout.read() == b""
+
+
+def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_the_exit(daemon: Daemon) -> None:
+    bridge = raw_bridge(daemon)
+
+    def send(message: Any) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        bridge.stdin.write((line + "\n").encode())
+        bridge.stdin.flush()
+
+    def answer() -> Any:
+        return json.loads(bridge.stdout.readline())
+
+    send({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    })
+    assert answer()["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send("{this is not json")  # logged and skipped; the session goes on
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}})
+    nameless = answer()
+    assert nameless["id"] == 2 and nameless["error"]["code"] == -32602, nameless
+    assert "baton_get" in nameless["error"]["message"]
+    send({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"cursor": "bogus"}})
+    cursor = answer()
+    assert cursor["id"] == 3 and cursor["error"]["code"] == -32602, cursor
+    # A claim queued behind another holder, then the client goes away.
+    daemon.call("AcquireResourceLock", {"resource_key": "tool:held", "owner": "other"})
+    send({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+          "params": {"name": "baton_claim", "arguments": {"resource_key": "tool:held", "wait_ms": 600000}}})
+    deadline = time.monotonic() + 30
+    while daemon.call("Metrics")["locks"]["waiting"] != 1:
+        assert time.monotonic() < deadline, "the claim never queued"
+        time.sleep(0.01)
+    started = time.monotonic()
+    bridge.stdin.close()
+    assert bridge.wait(timeout=30) == 0
+    assert time.monotonic() - started < 2.5, "the waiting call held the exit"
+    assert b"not JSON" in bridge.stderr.read()
+
+
+def test_the_agent_name_comes_from_the_flag_or_baton_agent(daemon: Daemon) -> None:
+    from mcp import StdioServerParameters
+
+    def params(env: dict[str, str], *args: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=str(BIN_DIR / "mcp-bridge"),
+            args=["--socket", str(daemon.socket), *args],
+            env={"PATH": os.environ.get("PATH", ""), "RUST_LOG": "warn", **env},
+        )
+
+    async def main() -> None:
+        for env, args, expected in [
+            ({"BATON_AGENT": "carol"}, (), "carol"),
+            ({"BATON_AGENT": "carol"}, ("--agent", "dave"), "dave"),
+            ({"BATON_AGENT": ""}, ("--owner", "erin"), "erin"),
+        ]:
+            async with Client(params(env, *args)) as client:
+                claim = await client.call_tool("baton_claim", {"resource_key": f"tool:{expected}"})
+                assert claim.structured_content["owner"] == expected, text(claim)
+                written = await client.call_tool("baton_set", {"namespace": "who", "key": expected, "value": 1, "force": True})
+                assert not written.is_error, text(written)
+                assert daemon.call("Get", {"namespace": "who", "key": expected})["updated_by"] == expected
 
     run(main())
