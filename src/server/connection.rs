@@ -84,7 +84,9 @@ pub async fn serve(
         }
         tokio::select! {
             biased;
-            _ = hard_stop.cancelled() => break,
+            // Only once shutdown began (reading stopped): while serving, this would register
+            // with the token on every turn of the loop.
+            _ = hard_stop.cancelled(), if !reading => break,
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
                 if !write_line(&mut out, &line, &hard_stop).await {
                     break;
@@ -180,7 +182,10 @@ async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
     line: &[u8],
     hard_stop: &CancellationToken,
 ) -> bool {
+    // The write first: one that completes at once (the usual case) never registers with
+    // the token.
     tokio::select! {
+        biased;
         written = out.write_all(line) => written.is_ok(),
         _ = hard_stop.cancelled() => false,
     }
