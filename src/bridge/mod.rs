@@ -546,7 +546,7 @@ impl ServerHandler for Bridge {
                 Implementation::new("baton-mcp-bridge", env!("CARGO_PKG_VERSION"))
                     .with_title(format!("Baton ({})", groups.join(", "))),
             )
-            .with_instructions(tools::INSTRUCTIONS)
+            .with_instructions(tools::instructions(&self.groups))
     }
 
     async fn list_tools(
@@ -579,9 +579,14 @@ impl ServerHandler for Bridge {
                     None,
                 ));
             }
+            let more = if Group::ALL.iter().all(|g| self.groups.contains(g)) {
+                ""
+            } else {
+                " (start mcp-bridge with --tools all for every group)"
+            };
             return Err(McpError::invalid_params(
                 format!(
-                    "unknown tool {:?}; this bridge serves: {} (start it with --tools all for every group)",
+                    "unknown tool {:?}; this bridge serves: {}{more}",
                     request.name,
                     names.join(", ")
                 ),

@@ -376,7 +376,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "AcquireResourceLock",
             kind: Kind::Claim,
             title: "Claim a resource",
-            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it.",
+            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. fencing_token numbers claims in the order they were granted (it only grows): pass yours to whatever stores your result (a database row, an artifact, a deploy), so that a write from a claim that has since been lost, and overtaken by a newer one, can be refused.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 604800 (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
@@ -387,7 +387,7 @@ pub fn catalogue() -> Vec<Tool> {
                 "status": {"type": "string", "enum": ["acquired", "already_held", "busy"]},
                 "resource_key": {"type": "string", "description": "The canonical key."},
                 "lease_id": {"type": "string"}, "owner": {"type": "string"},
-                "fencing_token": {"type": "integer", "description": "Strictly increasing across all claims."},
+                "fencing_token": {"type": "integer", "description": "Strictly increasing across all claims: pass it to whatever stores your result, so a write from a lost claim can be refused."},
                 "expires_at": {"type": "string"},
                 "previous": any("What the last holder declared: outcome, owner, at, moved_to."),
             })),
@@ -437,11 +437,11 @@ pub fn catalogue() -> Vec<Tool> {
             method: "ResourceLockStatus",
             kind: Kind::Plain,
             title: "Who holds a resource",
-            description: "Whether a resource is available or held (by whom, until when), and what its last holder did. Read-only: use it when planning work; claim with baton_claim before changing the resource.",
+            description: "Whether a resource is available or held (by whom, until when, and the holder's fencing_token, which a store can compare with the token a writer presents), and what its last holder did. Read-only: use it when planning work; claim with baton_claim before changing the resource.",
             params: vec![("resource_key", string(RESOURCE_KEY), true)],
             output: output(&["status"], json!({
                 "status": {"type": "string", "enum": ["available", "held"]},
-                "held_by": any("owner, provider, acquired_at, expires_at, metadata."),
+                "held_by": any("owner, provider, fencing_token, acquired_at, expires_at, metadata."),
                 "previous": any("What the last holder declared."),
             })),
             read_only: true,
@@ -454,7 +454,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "WaitResourceLock",
             kind: Kind::Wait,
             title: "Wait until a resource is free",
-            description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder. Stops when you cancel the call.",
+            description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder (its owner, expiry and fencing_token, the number its writes carry). Stops when you cancel the call.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
                 ("timeout_ms", bounded("How long to wait, in milliseconds (at most 3600000).", 0, MAX_WAIT_MS), true),
@@ -474,7 +474,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "ListResourceLocks",
             kind: Kind::Plain,
             title: "List live leases",
-            description: "List live leases, optionally those under a resource prefix or of one owner (e.g. yours, to release what you still hold).",
+            description: "List live leases: who holds which resource, until when, and each holder's fencing_token (the number that holder's writes carry; a store that checks it refuses writes from older claims). Optionally only those under a resource prefix or of one owner. It never shows lease ids: release your own claims with the lease_id baton_claim gave you.",
             params: vec![
                 ("prefix", string("Only resource keys starting with this, e.g. file:src/."), false),
                 ("owner", string("Only leases of this owner."), false),
@@ -769,8 +769,21 @@ pub fn catalogue() -> Vec<Tool> {
     ]
 }
 
-/// The server instructions: the protocol in one short paragraph.
-pub const INSTRUCTIONS: &str = "Baton coordinates agents that share files, values and tasks. Shared values: read with baton_get, work, then write with baton_set and expected_version = the version you read (0 to create); on a conflict, re-read, merge and retry with the new version. Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work. Task graphs: take a node with baton_task_next, heartbeat it, finish it with baton_task_complete or baton_task_fail.";
+/// The server instructions: the protocol in one short paragraph, naming only the tools
+/// of the groups this bridge serves.
+pub fn instructions(groups: &[Group]) -> String {
+    let mut text = String::from("Baton coordinates agents that share files, values and tasks.");
+    for group in Group::ALL.iter().filter(|g| groups.contains(g)) {
+        text.push(' ');
+        text.push_str(match group {
+            Group::State => "Shared values: read with baton_get, work, then write with baton_set and expected_version = the version you read (0 to create); on a conflict, re-read, merge and retry with the new version.",
+            Group::Locks => "Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work.",
+            Group::Tasks => "Task graphs: take a node with baton_task_next, heartbeat it, finish it with baton_task_complete or baton_task_fail.",
+            Group::Events => "The journal: read what changed with baton_events, announce with baton_publish.",
+        });
+    }
+    text
+}
 
 #[cfg(test)]
 mod tests {
@@ -784,6 +797,51 @@ mod tests {
             }
             Value::Array(items) => items.iter().all(no_type_arrays),
             _ => true,
+        }
+    }
+
+    #[test]
+    fn instructions_name_only_the_tools_served() {
+        let tools = catalogue();
+        for groups in [
+            vec![Group::Locks, Group::State],
+            vec![Group::Tasks],
+            Group::ALL.to_vec(),
+        ] {
+            let text = instructions(&groups);
+            for tool in &tools {
+                if !groups.contains(&tool.group) {
+                    assert!(!text.contains(tool.name), "{} in {text}", tool.name);
+                }
+            }
+            for group in &groups {
+                assert!(
+                    tools
+                        .iter()
+                        .any(|t| t.group == *group && text.contains(t.name)),
+                    "{group:?} has no tool in {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_tool_that_returns_a_fencing_token_says_what_it_is_for() {
+        for tool in catalogue() {
+            if matches!(
+                tool.method,
+                "AcquireResourceLock"
+                    | "ResourceLockStatus"
+                    | "WaitResourceLock"
+                    | "ListResourceLocks"
+            ) {
+                assert!(
+                    tool.description.contains("fencing_token"),
+                    "{}: {}",
+                    tool.name,
+                    tool.description
+                );
+            }
         }
     }
 
