@@ -176,7 +176,14 @@ pub enum Plan {
     },
     /// A read: runs on a read connection, or behind the writer when the same connection
     /// has writes in flight. `heavy` reads may take long and run off the async workers.
-    Read { apply: ReadFn, heavy: bool },
+    /// A read of several statements runs in one read transaction (one snapshot); a
+    /// `single_statement` one needs none (SQLite makes each statement atomic), which
+    /// saves Get, List and History a BEGIN and a COMMIT.
+    Read {
+        apply: ReadFn,
+        heavy: bool,
+        single_statement: bool,
+    },
     /// A mutation for the writer.
     Write {
         idempotency: Option<Idempotency>,
@@ -197,7 +204,7 @@ pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
     Ok(serde_json::value::to_raw_value(value)?)
 }
 
-/// A read of method `M`, checked to produce `M::Output`.
+/// A read of method `M`, checked to produce `M::Output`; its statements see one snapshot.
 pub fn read<M: Method>(
     heavy: bool,
     f: impl FnOnce(&Connection) -> Result<M::Output> + Send + 'static,
@@ -205,6 +212,18 @@ pub fn read<M: Method>(
     Plan::Read {
         apply: Box::new(move |conn| reply(&f(conn)?)),
         heavy,
+        single_statement: false,
+    }
+}
+
+/// A read of method `M` that runs exactly one SQL statement (atomic by itself).
+pub fn read_one_statement<M: Method>(
+    f: impl FnOnce(&Connection) -> Result<M::Output> + Send + 'static,
+) -> Plan {
+    Plan::Read {
+        apply: Box::new(move |conn| reply(&f(conn)?)),
+        heavy: false,
+        single_statement: true,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::store::state as sql;
 use crate::store::WriteCtx;
 
-use super::{limit_or_default, read, write, Ctx, Limits, Method, Plan};
+use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
 
 /// Longest namespace or key, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
@@ -450,7 +450,7 @@ impl Method for GetParams {
     const SUMMARY: &'static str = "Read one record: its value, version and who wrote it. Absence is {found: false}, not an error.";
     type Output = GetResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, move |conn| get(conn, self)))
+        Ok(read_one_statement::<Self>(move |conn| get(conn, self)))
     }
 }
 
@@ -481,7 +481,7 @@ impl Method for ListParams {
     const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next_after.";
     type Output = ListResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, move |conn| list(conn, self)))
+        Ok(read_one_statement::<Self>(move |conn| list(conn, self)))
     }
 }
 
@@ -490,7 +490,7 @@ impl Method for HistoryParams {
     const SUMMARY: &'static str = "Every version of one key, newest first, including deletions.";
     type Output = HistoryResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, move |conn| history(conn, self)))
+        Ok(read_one_statement::<Self>(move |conn| history(conn, self)))
     }
 }
 

@@ -277,11 +277,22 @@ fn handle_line(
         Plan::ReadyThen { answer, written } => {
             return Some(Answer::NowThen(finish(request.id, answer), written))
         }
-        Plan::Read { apply, heavy } if writes_in_flight.load(Ordering::Acquire) == 0 => {
+        Plan::Read {
+            apply,
+            heavy,
+            single_statement,
+        } if writes_in_flight.load(Ordering::Acquire) == 0 => {
+            let read = |apply: crate::store::ReadFn| {
+                if single_statement {
+                    app.store.read_one_statement(apply)
+                } else {
+                    app.store.read(apply)
+                }
+            };
             let answer = if heavy {
-                tokio::task::block_in_place(|| app.store.read(apply))
+                tokio::task::block_in_place(|| read(apply))
             } else {
-                app.store.read(apply)
+                read(apply)
             };
             return Some(Answer::Now(finish(request.id, answer)));
         }

@@ -204,6 +204,22 @@ impl Store {
         Ok(value)
     }
 
+    /// Runs a read of exactly one SQL statement on a pooled read connection, without a
+    /// transaction of its own: SQLite runs each statement on one snapshot already, and
+    /// BEGIN and COMMIT around it cost as much as the read (Get's latency doubled).
+    pub fn read_one_statement<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.reads.get()?;
+        if !conn.is_autocommit() {
+            // A read that panicked left its transaction open.
+            conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        let result = f(&conn);
+        if let Err(err) = &result {
+            self.writer.stats.note_error(err);
+        }
+        result
+    }
+
     pub fn writer(&self) -> &Writer {
         &self.writer
     }
