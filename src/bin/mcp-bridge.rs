@@ -15,7 +15,12 @@ use baton::config::{Config, Flags};
 
 /// MCP server (stdio) for Baton: locks, versioned state, tasks and events as tools.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(
+    name = "mcp-bridge",
+    version,
+    about = "mcp-bridge: an MCP server over stdio that serves batond's locks, versioned state, tasks and events as tools to MCP clients (Claude Code, Claude Desktop, Cursor, LangChain, ...). stdout carries MCP messages only; logs go to stderr.",
+    long_about = None
+)]
 struct Cli {
     /// batond's socket [default: as batond's: BATON_SOCKET_PATH, else $BATON_HOME/baton.sock]
     #[arg(long, value_name = "PATH")]

@@ -412,3 +412,12 @@ def test_the_agent_name_comes_from_the_flag_or_baton_agent(daemon: Daemon) -> No
                 assert daemon.call("Get", {"namespace": "who", "key": expected})["updated_by"] == expected
 
     run(main())
+
+
+def test_help_and_version_describe_the_bridge() -> None:
+    bridge = str(BIN_DIR / "mcp-bridge")
+    version = subprocess.run([bridge, "--version"], capture_output=True, text=True, check=True).stdout
+    assert version.startswith("mcp-bridge "), version
+    helped = subprocess.run([bridge, "--help"], capture_output=True, text=True, check=True).stdout
+    assert helped.startswith("mcp-bridge: an MCP server over stdio"), helped
+    assert "--agent" in helped and "--tools" in helped
