@@ -145,14 +145,9 @@ impl Error {
         out.extend_from_slice(b",\"message\":");
         serde_json::to_writer(&mut *out, &wire["message"]).expect("strings serialize");
         out.extend_from_slice(b",\"data\":");
-        let mut data = wire["data"].clone();
-        if let Some(map) = data.as_object_mut() {
-            for (name, _) in exact {
-                map.remove(*name);
-            }
-        }
-        serde_json::to_writer(&mut *out, &data).expect("errors serialize");
-        // `data` always has `kind`, so it ends in `}` after at least one member.
+        // `exact` members are not in `data`: they follow as their stored text. `data`
+        // always holds `kind`, so it ends in `}` after at least one member.
+        serde_json::to_writer(&mut *out, &wire["data"]).expect("errors serialize");
         out.pop();
         for (name, raw) in exact {
             out.push(b',');

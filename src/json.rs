@@ -531,9 +531,12 @@ fn push_char(c: char, out: &mut String) {
 /// Deserializes an integer param that must fit SQLite's signed 64-bit integers
 /// (0 to 2^63 - 1); anything larger is -32602 naming the field.
 pub fn int_param<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<u64, D::Error> {
-    let n = u64::deserialize(d)?;
+    in_range(u64::deserialize(d)?)
+}
+
+fn in_range<E: serde::de::Error>(n: u64) -> std::result::Result<u64, E> {
     if n > MAX_INT_PARAM {
-        return Err(serde::de::Error::custom(format!(
+        return Err(E::custom(format!(
             "{n} is out of range: integer params are 0 to {MAX_INT_PARAM} (2^63 - 1); send a smaller number"
         )));
     }
@@ -547,12 +550,7 @@ pub fn int_param<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<
 pub fn opt_int_param<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<u64>, D::Error> {
-    match Option::<u64>::deserialize(d)? {
-        Some(n) if n > MAX_INT_PARAM => Err(serde::de::Error::custom(format!(
-            "{n} is out of range: integer params are 0 to {MAX_INT_PARAM} (2^63 - 1); send a smaller number"
-        ))),
-        other => Ok(other),
-    }
+    Option::<u64>::deserialize(d)?.map(in_range).transpose()
 }
 
 /// `expected_version` of Set and Delete: like [`opt_int_param`], but an explicit `null` is

@@ -93,7 +93,7 @@ impl Method for HealthParams {
         let app = cx.app;
         // A cheap read of the database file (the page that holds the revision), then what
         // the writer and earlier reads saw.
-        let read = app.store.read(|conn| {
+        let read = app.store.read_one_statement(|conn| {
             Ok(
                 conn.query_row("SELECT value FROM meta WHERE name = 'revision'", [], |r| {
                     r.get::<_, i64>(0)

@@ -693,7 +693,6 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
-    use crate::methods::locks::Outcome;
     use crate::resource_key::canonicalize;
     use crate::store::locks::{self, AcquireRequest, ReleaseRequest};
     use crate::store::Store;
@@ -728,7 +727,7 @@ mod tests {
                 None,
                 Box::new(|ctx| {
                     let r = locks::acquire(ctx, acquire("alice", 1), 0)?;
-                    Ok(Some(crate::methods::reply(&r)?))
+                    Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
             )
             .unwrap();
@@ -740,7 +739,7 @@ mod tests {
                 None,
                 Box::new(|ctx| {
                     let r = locks::acquire(ctx, acquire("bob", 2), 60_000)?;
-                    r.map(|r| crate::methods::reply(&r)).transpose()
+                    Ok(r.map(|r| serde_json::value::to_raw_value(&r)).transpose()?)
                 }),
             )
             .unwrap();
@@ -751,7 +750,7 @@ mod tests {
                     let key = canonicalize("tool:x", Path::new("/")).unwrap();
                     let release = ReleaseRequest {
                         lease_id,
-                        outcome: Outcome::Released,
+                        outcome: serde_json::from_str("\"released\"").unwrap(),
                         moved_to: None,
                         note: None,
                     };
@@ -773,7 +772,7 @@ mod tests {
                 Box::new(|ctx| {
                     let key = canonicalize("tool:x", Path::new("/")).unwrap();
                     let r = locks::status(ctx, &key)?;
-                    r.map(|r| crate::methods::reply(&r)).transpose()
+                    Ok(r.map(|r| serde_json::value::to_raw_value(&r)).transpose()?)
                 }),
             )
             .unwrap();
