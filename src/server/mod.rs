@@ -302,6 +302,7 @@ impl AcceptErrors {
         } else {
             self.unlogged += 1;
         }
+        tracing::debug!(%err, "accept failed; retrying in {} ms", self.backoff.as_millis());
         self.paused_until = Some(now + self.backoff);
         self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF_MAX);
     }

@@ -5,8 +5,9 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -14,7 +15,7 @@ pub struct Daemon {
     dir: tempfile::TempDir,
     child: Option<Child>,
     args: Vec<String>,
-    log: Arc<Mutex<String>>,
+    log: Log,
 }
 
 impl Daemon {
@@ -29,7 +30,7 @@ impl Daemon {
             dir,
             child: None,
             args: args.iter().map(|s| s.to_string()).collect(),
-            log: Arc::default(),
+            log: Log::default(),
         };
         daemon
             .spawn()
@@ -57,22 +58,9 @@ impl Daemon {
     fn spawn(&mut self) -> Result<(), String> {
         let mut child = self.command().spawn().expect("spawn batond");
         let stderr = child.stderr.take().expect("stderr");
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let log = self.log.clone();
-        std::thread::spawn(move || {
-            let mut ready_tx = Some(ready_tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                log.lock().unwrap().push_str(&format!("{line}\n"));
-                if line.contains("listening on") {
-                    if let Some(tx) = ready_tx.take() {
-                        let _ = tx.send(());
-                    }
-                }
-            }
-        });
-        // The reader thread drops the sender at EOF, so this returns either way.
-        let ready = ready_rx.recv().is_ok();
+        let from = self.log.len();
+        self.log.follow(stderr);
+        let ready = self.log.wait_for(from, "listening on", None);
         self.child = Some(child);
         if ready {
             Ok(())
@@ -95,7 +83,7 @@ impl Daemon {
     }
 
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.log.text()
     }
 
     pub fn pid(&self) -> i32 {
@@ -152,6 +140,83 @@ impl Drop for Daemon {
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+/// A daemon's stderr as threads collect it (one per process started on it): the text so
+/// far, and waits for a line to appear or the streams to end on a condition variable,
+/// never by sleeping.
+#[derive(Clone, Default)]
+pub struct Log {
+    inner: Arc<(Mutex<LogState>, Condvar)>,
+}
+
+#[derive(Default)]
+struct LogState {
+    text: String,
+    /// Streams still being read.
+    open: usize,
+}
+
+impl Log {
+    /// Starts a thread that appends every line of `stderr` to this log.
+    pub fn follow(&self, stderr: ChildStderr) {
+        let inner = self.inner.clone();
+        inner.0.lock().unwrap().open += 1;
+        std::thread::spawn(move || {
+            let (state, changed) = &*inner;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                state.lock().unwrap().text.push_str(&format!("{line}\n"));
+                changed.notify_all();
+            }
+            state.lock().unwrap().open -= 1;
+            changed.notify_all();
+        });
+    }
+
+    pub fn text(&self) -> String {
+        self.inner.0.lock().unwrap().text.clone()
+    }
+
+    /// Bytes logged so far: pass to [`Log::wait_for`] to look only at what comes next.
+    pub fn len(&self) -> usize {
+        self.inner.0.lock().unwrap().text.len()
+    }
+
+    /// Waits until what was logged after byte `from` contains `needle` (true), or every
+    /// stream ends or `limit` passes without it (false).
+    pub fn wait_for(&self, from: usize, needle: &str, limit: Option<Duration>) -> bool {
+        let deadline = limit.map(|l| Instant::now() + l);
+        let (state, changed) = &*self.inner;
+        let mut guard = state.lock().unwrap();
+        loop {
+            if guard.text[from.min(guard.text.len())..].contains(needle) {
+                return true;
+            }
+            if guard.open == 0 {
+                return false;
+            }
+            guard = match deadline {
+                None => changed.wait(guard).unwrap(),
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    changed.wait_timeout(guard, left).unwrap().0
+                }
+            };
+        }
+    }
+
+    /// Waits until every stream has ended (the processes exited, their last lines are in).
+    pub fn wait_end(&self) {
+        let (state, changed) = &*self.inner;
+        let mut guard = state.lock().unwrap();
+        while guard.open > 0 {
+            guard = changed.wait(guard).unwrap();
         }
     }
 }
