@@ -8,6 +8,7 @@
 //! their own, so a wait never holds up other calls, and closing that connection is how a
 //! cancelled wait ends in the daemon.
 
+mod schema;
 pub mod tools;
 
 use std::collections::HashMap;

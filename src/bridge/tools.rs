@@ -8,6 +8,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::schema::{self, any, boolean, bounded, integer, object, output, string, strings};
+
 /// A group of tools, chosen with `--tools`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Group {
@@ -107,233 +109,39 @@ impl Tool {
         schema
     }
 
-    /// Checks the arguments against the input schema (required, known, type, range, enum,
-    /// nested items) and says what to send instead, so a model can correct the call.
+    /// Checks the arguments against the input schema (known, required, type, range, enum,
+    /// nested items) and says what to send instead, so a model can correct the call. Walks
+    /// the tool's params: no schema is built and no argument copied per call.
     pub fn check_arguments(&self, arguments: &Map<String, Value>) -> Result<(), String> {
-        let known: Vec<&str> = self.params.iter().map(|(n, _, _)| *n).collect();
-        if let Some(unknown) = arguments.keys().find(|k| !known.contains(&k.as_str())) {
+        let known = |name: &str| self.params.iter().any(|(n, _, _)| *n == name);
+        if let Some(unknown) = arguments.keys().find(|k| !known(k)) {
+            let names: Vec<&str> = self.params.iter().map(|(n, _, _)| *n).collect();
             return Err(format!(
                 "{} has no argument \"{unknown}\"; send only {} and call it again.",
                 self.name,
-                known.join(", ")
+                names.join(", ")
             ));
         }
-        let schema = Value::Object(self.input_schema());
-        check(&schema, &Value::Object(arguments.clone()), "").map_err(|problem| {
+        let problem = || -> Result<(), String> {
+            for (name, schema, required) in &self.params {
+                if *required && !arguments.contains_key(*name) {
+                    return Err(schema::missing(name, schema));
+                }
+            }
+            for (field, value) in arguments {
+                if let Some((_, schema, _)) = self.params.iter().find(|(n, _, _)| n == field) {
+                    schema::check(schema, value, field)?;
+                }
+            }
+            Ok(())
+        };
+        problem().map_err(|problem| {
             format!(
                 "{}: {problem}; call {} again with that fixed.",
                 self.name, self.name
             )
         })
     }
-}
-
-/// What a JSON value is, in words.
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number with a fraction",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// What a schema asks for, in words.
-fn wanted(schema: &Value) -> String {
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        let options: Vec<String> = options
-            .iter()
-            .map(|o| o.as_str().map_or_else(|| o.to_string(), str::to_string))
-            .collect();
-        return format!("one of {}", options.join(", "));
-    }
-    let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
-    let base = match ty {
-        "string" => "a string".to_string(),
-        "boolean" => "true or false".to_string(),
-        "object" => "a JSON object".to_string(),
-        "array" => "an array".to_string(),
-        "number" => "a number".to_string(),
-        "integer" => {
-            let min = schema.get("minimum").and_then(Value::as_u64);
-            let max = schema.get("maximum").and_then(Value::as_u64);
-            match (min, max) {
-                (Some(min), Some(max)) => format!("an integer from {min} to {max}"),
-                (Some(0), None) => "a non-negative integer".to_string(),
-                (Some(min), None) => format!("an integer of at least {min}"),
-                _ => "an integer".to_string(),
-            }
-        }
-        _ => "any JSON value".to_string(),
-    };
-    base
-}
-
-/// Checks `value` against the subset of JSON Schema the catalogue uses; `path` names the
-/// value in the message ("" for the arguments object itself).
-fn check(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
-    let name = |field: &str| {
-        if path.is_empty() {
-            field.to_string()
-        } else {
-            format!("{path}.{field}")
-        }
-    };
-    if let Some(branches) = schema.get("anyOf").and_then(Value::as_array) {
-        if !branches.iter().any(|b| check(b, value, path).is_ok()) {
-            return Err(format!(
-                "\"{path}\" is {}; send {}",
-                json_type(value),
-                wanted(schema)
-            ));
-        }
-    }
-    let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
-    let type_ok = match ty {
-        "string" => value.is_string(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        "boolean" => value.is_boolean(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        _ => true,
-    };
-    if !type_ok {
-        return Err(format!(
-            "\"{path}\" is {}; send {}",
-            json_type(value),
-            wanted(schema)
-        ));
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array) {
-        if !options.contains(value) {
-            return Err(format!("\"{path}\" is {value}; send {}", wanted(schema)));
-        }
-    }
-    if let Some(n) = value.as_f64() {
-        let min = schema.get("minimum").and_then(Value::as_f64);
-        let max = schema.get("maximum").and_then(Value::as_f64);
-        if min.is_some_and(|min| n < min) || max.is_some_and(|max| n > max) {
-            return Err(format!("\"{path}\" is {value}; send {}", wanted(schema)));
-        }
-    }
-    if let Value::Array(items) = value {
-        if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-            if (items.len() as u64) < min {
-                return Err(format!(
-                    "\"{path}\" has {} items; send at least {min}",
-                    items.len()
-                ));
-            }
-        }
-        if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-            if items.len() as u64 > max {
-                return Err(format!(
-                    "\"{path}\" has {} items; send at most {max}",
-                    items.len()
-                ));
-            }
-        }
-        if let Some(item) = schema.get("items") {
-            for (i, v) in items.iter().enumerate() {
-                check(item, v, &format!("{path}[{i}]"))?;
-            }
-        }
-    }
-    if let Value::Object(fields) = value {
-        let empty = Map::new();
-        let properties = schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-            if let Some(unknown) = fields.keys().find(|k| !properties.contains_key(*k)) {
-                let known: Vec<&str> = properties.keys().map(String::as_str).collect();
-                let what = if path.is_empty() {
-                    format!("there is no argument \"{unknown}\"")
-                } else {
-                    format!("\"{path}\" has no field \"{unknown}\"")
-                };
-                return Err(format!("{what}; send only {}", known.join(", ")));
-            }
-        }
-        for required in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if !fields.contains_key(required) {
-                let field = &properties[required];
-                let about = field
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(|d| format!(" ({})", d.trim_end_matches('.')))
-                    .unwrap_or_default();
-                return Err(format!(
-                    "\"{}\" is missing; send {}{about}",
-                    name(required),
-                    wanted(field)
-                ));
-            }
-        }
-        for (field, v) in fields {
-            if let Some(sub) = properties.get(field) {
-                check(sub, v, &name(field))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn string(description: &str) -> Value {
-    json!({"type": "string", "description": description})
-}
-
-fn integer(description: &str) -> Value {
-    json!({"type": "integer", "minimum": 0, "description": description})
-}
-
-fn boolean(description: &str) -> Value {
-    json!({"type": "boolean", "description": description})
-}
-
-fn object(description: &str) -> Value {
-    json!({"type": "object", "description": description})
-}
-
-/// An integer from `min` to `max`: the limits the daemon enforces.
-fn bounded(description: &str, min: u64, max: u64) -> Value {
-    json!({"type": "integer", "minimum": min, "maximum": max, "description": description})
-}
-
-/// Any JSON value, typed so strict validators accept it: one branch per JSON type (a
-/// `type` array would need ajv's allowUnionTypes and is refused by some clients).
-fn any(description: &str) -> Value {
-    let mut schema = any_json();
-    schema["description"] = json!(description);
-    schema
-}
-
-fn any_json() -> Value {
-    json!({"anyOf": [
-        {"type": "object"}, {"type": "array"}, {"type": "string"},
-        {"type": "number"}, {"type": "boolean"}, {"type": "null"}
-    ]})
-}
-
-fn strings(description: &str) -> Value {
-    json!({"type": "array", "items": {"type": "string"}, "description": description})
-}
-
-/// An output schema: an object with these properties, the listed ones always present.
-/// Other properties are allowed, so the daemon may add fields without breaking clients.
-fn output(required: &[&str], properties: Value) -> Value {
-    json!({"type": "object", "properties": properties, "required": required})
 }
 
 const NAMESPACE: &str = "Namespace of the value, e.g. the project or workflow name.";
@@ -344,13 +152,11 @@ const TASK_ID: &str = "The task's id (from baton_task_register or baton_task_nex
 const NODE_ID: &str = "The node's id (from baton_task_next).";
 const NODE_LEASE: &str = "The lease_id you got from baton_task_next for this node.";
 
-/// The daemon's limits, stated in the schemas and checked before a call.
-pub const MAX_LOCK_TTL_SECS: u64 = 7 * 24 * 3600;
-pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
-pub const MAX_WAIT_MS: u64 = 3_600_000;
-pub const MAX_PAGE: u64 = 1000;
-pub const MAX_ATTEMPTS: u64 = 100;
-pub const MAX_NODES: u64 = 10_000;
+/// The daemon's limits, stated in the schemas and checked before a call: the same
+/// constants the daemon checks with.
+pub use crate::methods::locks::{MAX_TTL_SECS as MAX_LOCK_TTL_SECS, MAX_WAIT_MS};
+pub use crate::methods::tasks::{MAX_ATTEMPTS, MAX_NODES, MAX_NODE_TTL_SECS};
+pub use crate::methods::MAX_PAGE;
 
 /// Every tool, in listing order.
 pub fn catalogue() -> Vec<Tool> {

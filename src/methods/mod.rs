@@ -269,13 +269,16 @@ pub fn ready<M: Method>(result: Result<M::Output>) -> Result<Plan> {
     Ok(Plan::Ready(result.and_then(|r| reply(&r))))
 }
 
-/// `limit` for paged reads: default 100, 1 to 1000.
+/// The largest `limit` of a paged read.
+pub const MAX_PAGE: u64 = 1000;
+
+/// `limit` for paged reads: default 100, 1 to [`MAX_PAGE`].
 pub fn limit_or_default(limit: Option<u64>) -> Result<u64> {
     match limit {
         None => Ok(100),
-        Some(n @ 1..=1000) => Ok(n),
+        Some(n @ 1..=MAX_PAGE) => Ok(n),
         Some(n) => Err(Error::Invalid(format!(
-            "limit is {n}; it must be 1 to 1000 (page with the cursor for more)"
+            "limit is {n}; it must be 1 to {MAX_PAGE} (page with the cursor for more)"
         ))),
     }
 }

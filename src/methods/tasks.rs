@@ -18,6 +18,8 @@ use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
 
 /// Most nodes one task may have.
 pub const MAX_NODES: usize = 10_000;
+/// Most attempts a node may be given.
+pub const MAX_ATTEMPTS: u32 = 100;
 /// Longest a node lease may be asked for: one day.
 pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
 /// Longest AcquireNextNode may wait: one hour.
@@ -385,9 +387,9 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<sql::NewNo
     let mut rows = Vec::with_capacity(nodes.len());
     for (i, node) in nodes.iter_mut().enumerate() {
         let max_attempts = node.max_attempts.unwrap_or(1);
-        if !(1..=100).contains(&max_attempts) {
+        if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
             return Err(Error::Invalid(format!(
-                "max_attempts of node `{}` is {max_attempts}; it must be 1 to 100",
+                "max_attempts of node `{}` is {max_attempts}; it must be 1 to {MAX_ATTEMPTS}",
                 ids[i]
             )));
         }
