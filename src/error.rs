@@ -11,7 +11,11 @@ pub enum Error {
     #[error("{0}")]
     InvalidRequest(String),
     #[error("unknown method `{method}`; call DescribeInterface for the list of methods")]
-    MethodNotFound { method: String },
+    MethodNotFound {
+        method: String,
+        /// Every method the daemon serves, sent as `data.methods`.
+        known: &'static [&'static str],
+    },
     #[error("{message}")]
     InvalidParams {
         message: String,
@@ -103,8 +107,8 @@ impl Error {
         };
         data.insert("kind".into(), Value::from(self.kind()));
         match self {
-            Error::MethodNotFound { .. } => {
-                data.insert("methods".into(), json!(crate::protocol::method_names()));
+            Error::MethodNotFound { known, .. } => {
+                data.insert("methods".into(), json!(known));
             }
             Error::InvalidParams {
                 field: Some(field), ..

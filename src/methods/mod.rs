@@ -199,10 +199,7 @@ pub trait Method: DeserializeOwned + JsonSchema + Send + 'static {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan>;
 }
 
-/// Serializes a result for the wire.
-pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
-    Ok(serde_json::value::to_raw_value(value)?)
-}
+pub use crate::protocol::reply;
 
 /// A read of method `M`, checked to produce `M::Output`; its statements see one snapshot.
 pub fn read<M: Method>(
@@ -387,7 +384,7 @@ macro_rules! registry {
                     return Ok((<$method as Method>::NAME, params.plan(cx)?));
                 }
             )*
-            Err(Error::MethodNotFound { method: method.to_string() })
+            Err(Error::MethodNotFound { method: method.to_string(), known: METHOD_NAMES })
         }
 
         /// Descriptions of every method, generated from the types that parse them.

@@ -248,6 +248,7 @@ mod tests {
             Error::InvalidRequest(String::new()),
             Error::MethodNotFound {
                 method: String::new(),
+                known: &[],
             },
             Error::InvalidParams {
                 message: String::new(),

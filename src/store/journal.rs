@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::methods::journal::{Event, EventFilter};
+use crate::protocol::journal::{Event, EventFilter};
 
 use super::writer::WriteCtx;
 

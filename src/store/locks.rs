@@ -16,11 +16,11 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::methods::locks::{
+use crate::protocol::locks::{
     AcquireResult, HeartbeatResult, HeldBy, Lease, ListResourceLocksResult, LockEntry, Outcome,
     Previous, ReleaseResult, StatusResult, WaitResult,
 };
-use crate::methods::reply;
+use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
 
 use super::journal::{self, NewEvent};

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::methods::state::{DeleteResult, HistoryEntry, Record, RecordState, TxnCompare};
+use crate::protocol::state::{DeleteResult, HistoryEntry, Record, RecordState, TxnCompare};
 
 use super::journal::{self, NewEvent};
 use super::writer::WriteCtx;

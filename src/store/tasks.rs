@@ -15,8 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::methods::reply;
-use crate::methods::tasks::{
+use crate::protocol::reply;
+use crate::protocol::tasks::{
     AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
     ListTasksResult, NodeContext, NodeSummary, RegisterTaskResult, TaskStatusResult, TaskSummary,
 };

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
-use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
 use tokio::sync::watch;
@@ -20,8 +19,7 @@ use super::idempotency::{self, Idempotency};
 use super::locks::{self, LockState};
 use super::tasks::{self, TaskState};
 
-/// A serialized result, ready to be placed in a response line.
-pub type Reply = Box<RawValue>;
+pub use crate::protocol::Reply;
 /// The channel a request is answered on.
 pub type ReplyTx = oneshot::Sender<Result<Reply>>;
 /// A mutation, run on the writer inside its own savepoint. `Ok(None)` means the mutation

@@ -1,18 +1,29 @@
-//! The envelope of the wire protocol: a request line is parsed once into its `id`, method
-//! name and raw params; an answer is rendered into one response line.
+//! The wire: the envelope (a request line is parsed once into its `id`, method name and
+//! raw params; an answer is rendered into one response line) and, per area, the params
+//! and result types of every method. It imports nothing of Baton's but the error type and
+//! the value rules of `json`, so the rules (`methods`) and storage (`store`) can both use
+//! it without depending on each other.
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::error::Error;
-use crate::store::Reply;
+use crate::error::{Error, Result};
 
-pub use crate::methods::METHOD_NAMES;
+pub mod journal;
+pub mod locks;
+pub mod state;
+pub mod tasks;
 
-/// The names of every method, for `method_not_found` answers.
-pub fn method_names() -> &'static [&'static str] {
-    METHOD_NAMES
+/// A JSON value of any shape, kept as the client sent it.
+pub type Json = Box<RawValue>;
+
+/// A serialized result, ready to be placed in a response line.
+pub type Reply = Box<RawValue>;
+
+/// Serializes a result for the wire.
+pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
+    Ok(serde_json::value::to_raw_value(value)?)
 }
 
 /// A parsed request line; borrows from the line.

@@ -1,0 +1,216 @@
+//! Wire types of resource locks: leases, holders, outcomes, and the params and results
+//! of the lock methods.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Json;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireResourceLockParams {
+    /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
+    pub resource_key: String,
+    /// Who holds it (an agent's name). Asking again with the same owner returns the same lease.
+    pub owner: String,
+    pub provider: Option<String>,
+    /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
+    /// Wait up to this long for the lock (first come, first served) instead of answering busy.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+    /// End the lease (outcome `abandoned`) as soon as this connection closes.
+    #[serde(default)]
+    pub release_on_disconnect: bool,
+    pub idempotency_key: Option<String>,
+}
+
+/// The current holder of a key, as others see it (never its lease id).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeldBy {
+    pub owner: String,
+    pub provider: Option<String>,
+    pub fencing_token: u64,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
+}
+
+/// What the last holder of a key declared when it let go.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Previous {
+    pub outcome: String,
+    pub owner: String,
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A lease held by the caller.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Lease {
+    pub resource_key: String,
+    /// The holder's secret, shown only to the connection that acquired it: an
+    /// `already_held` answer on another connection leaves it out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
+    pub owner: String,
+    pub provider: Option<String>,
+    pub fencing_token: u64,
+    pub acquired_at: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub metadata: Option<Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Previous>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AcquireResult {
+    Acquired(Lease),
+    AlreadyHeld(Lease),
+    Busy {
+        resource_key: String,
+        held_by: HeldBy,
+        /// The held key that conflicts: the same key, an enclosing `dir:`, or one inside it.
+        conflicting_key: String,
+    },
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatResourceLockParams {
+    pub resource_key: String,
+    pub lease_id: String,
+    /// New lease length from now; default the daemon's BATON_LOCK_TTL_SECS.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeartbeatResult {
+    pub resource_key: String,
+    pub expires_at: String,
+    pub remaining_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Released,
+    Modified,
+    Created,
+    Deleted,
+    Moved,
+    Abandoned,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Released => "released",
+            Outcome::Modified => "modified",
+            Outcome::Created => "created",
+            Outcome::Deleted => "deleted",
+            Outcome::Moved => "moved",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseResourceLockParams {
+    pub resource_key: String,
+    pub lease_id: String,
+    /// What happened to the resource; default `released`. `moved` needs `moved_to`.
+    pub outcome: Option<Outcome>,
+    pub moved_to: Option<String>,
+    pub note: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReleaseResult {
+    pub status: &'static str,
+    pub resource_key: String,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLockStatusParams {
+    pub resource_key: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StatusResult {
+    Available {
+        resource_key: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous: Option<Previous>,
+    },
+    Held {
+        resource_key: String,
+        held_by: HeldBy,
+        conflicting_key: String,
+    },
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListResourceLocksParams {
+    /// Resource keys starting with this (canonical form, e.g. `file:src/`).
+    pub prefix: Option<String>,
+    pub owner: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LockEntry {
+    pub resource_key: String,
+    #[serde(flatten)]
+    pub held_by: HeldBy,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListResourceLocksResult {
+    pub locks: Vec<LockEntry>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitResourceLockParams {
+    pub resource_key: String,
+    /// How long to wait for the key to become available.
+    #[serde(deserialize_with = "crate::json::int_param")]
+    pub timeout_ms: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum WaitResult {
+    Available {
+        resource_key: String,
+        waited_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous: Option<Previous>,
+    },
+    Timeout {
+        resource_key: String,
+        held_by: HeldBy,
+        waited_ms: u64,
+    },
+}

@@ -1,0 +1,240 @@
+//! Wire types of tasks: node specs, acquired nodes with their context, summaries, and
+//! the params and results of the task methods.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::journal::Event;
+use super::Json;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// The node's id (a UUID is generated when absent). Dependencies name nodes by id, or
+    /// by `name` when names are unique.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// Nodes that must be COMPLETED before this one runs.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    /// What the worker needs to do the node (any JSON). Alias: `payload_schema`.
+    #[serde(alias = "payload_schema")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub payload: Option<Json>,
+    /// How many times the node may be handed out (default 1).
+    pub max_attempts: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterTaskParams {
+    pub goal: String,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub context: Option<Json>,
+    /// The graph. Alias: `initial_nodes`.
+    #[serde(alias = "initial_nodes")]
+    pub nodes: Vec<NodeSpec>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RegisterTaskResult {
+    pub task_id: String,
+    /// In the order the nodes were given.
+    pub node_ids: Vec<String>,
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcquireNextNodeParams {
+    /// Only this task's nodes; any task's when absent.
+    pub task_id: Option<String>,
+    /// Who works on the node.
+    pub lease_owner: String,
+    /// Lease length; default BATON_NODE_TIMEOUT_SECS. Heartbeat to extend.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    /// Wait up to this long for a runnable node (first come, first served) instead of answering null.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NodeContext {
+    pub goal: String,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub task_context: Option<Json>,
+    /// Results of this node's dependencies, by node id.
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub dependency_results: BTreeMap<String, Json>,
+    /// The task's last BATON_CONTEXT_EVENT_LIMIT journal events, oldest first.
+    #[schemars(with = "Vec<Event>")]
+    pub recent_events: Vec<std::sync::Arc<RawValue>>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AcquiredNode {
+    pub task_id: String,
+    pub node_id: String,
+    pub name: Option<String>,
+    pub lease_id: String,
+    pub lease_owner: String,
+    pub lease_expires_at: String,
+    /// 1 on the first hand-out of this node, +1 on each retry or rollback.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub payload: Option<Json>,
+    pub context: NodeContext,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeartbeatNodeResult {
+    pub lease_expires_at: String,
+    pub remaining_ms: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    /// The node's result (any JSON; default null), given to its dependents. Alias: `result_payload`.
+    #[serde(alias = "result_payload")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub result: Option<Json>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventSeqResult {
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FailNodeParams {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    /// What went wrong (any JSON). Alias: `error_payload`.
+    #[serde(alias = "error_payload")]
+    #[schemars(with = "serde_json::Value")]
+    pub error: Json,
+    /// Put the node back to PENDING while attempts remain (default true).
+    pub retry: Option<bool>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FailNodeResult {
+    /// PENDING (will be retried) or FAILED.
+    pub status: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub event_seq: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitEventParams {
+    pub task_id: String,
+    pub node_id: String,
+    /// Required while the node is RUNNING.
+    pub lease_id: Option<String>,
+    /// The event's type, e.g. `file.written` (not kv., lock., task. or node.).
+    pub action_type: String,
+    #[schemars(with = "serde_json::Value")]
+    pub payload: Json,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskStatusParams {
+    pub task_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskSummary {
+    pub task_id: String,
+    pub goal: String,
+    /// running, completed, failed or cancelled.
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NodeSummary {
+    pub node_id: String,
+    pub name: Option<String>,
+    pub state: String,
+    pub dependencies: Vec<String>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<String>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub result: Option<Json>,
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub error: Option<Json>,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskStatusResult {
+    pub task: TaskSummary,
+    /// Nodes per state (every state is listed, 0 when none).
+    pub counts: BTreeMap<String, u64>,
+    pub nodes: Vec<NodeSummary>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksParams {
+    /// running, completed, failed or cancelled.
+    pub status: Option<String>,
+    /// Default 100, at most 1000; newest first.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListTasksResult {
+    pub tasks: Vec<TaskSummary>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelTaskParams {
+    pub task_id: String,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CancelTaskResult {
+    pub task_id: String,
+    pub status: String,
+    /// Nodes that were PENDING or RUNNING and are now CANCELLED.
+    pub cancelled_nodes: u64,
+}
