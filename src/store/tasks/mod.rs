@@ -6,8 +6,7 @@
 //! `nodes_runnable` lists exactly those in the order they became runnable.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -18,11 +17,18 @@ use crate::error::{Error, Result};
 use crate::protocol::reply;
 use crate::protocol::tasks::{
     AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
-    ListTasksResult, NodeContext, NodeSummary, RegisterTaskResult, TaskStatusResult, TaskSummary,
+    NodeContext, RegisterTaskResult,
 };
 
 use super::journal::{self, NewEvent};
-use super::writer::{Reply, ReplyTx, WriteCtx};
+use super::writer::WriteCtx;
+
+mod memory;
+mod reads;
+
+pub use memory::TaskState;
+use memory::{Due, Waiter};
+pub use reads::{counts, list, status};
 
 /// A node to insert, already validated.
 pub struct NewNode {
@@ -42,253 +48,7 @@ pub struct NodeRequest {
     pub event_limit: u64,
 }
 
-struct Waiter {
-    id: u64,
-    request: NodeRequest,
-    reply: ReplyTx,
-}
-
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-enum Due {
-    Lease {
-        task_id: String,
-        node_id: String,
-        lease_id: String,
-    },
-    Waiter {
-        id: u64,
-    },
-}
-
-/// Tasks whose recent events the writer keeps in memory at most (each at most
-/// BATON_CONTEXT_EVENT_LIMIT events); others are read from the journal when asked.
-const RECENT_TASKS: usize = 256;
-/// Bytes of serialized events kept at most (events carry payloads of up to
-/// BATON_MAX_VALUE_BYTES); a task whose events alone would take a quarter is not kept.
-const RECENT_BYTES: usize = 16 << 20;
-
-/// The last events of tasks that nodes were recently handed out from, serialized, so
-/// AcquireNextNode does not read and re-serialize them from the journal every time.
-/// Always exactly what the journal holds: an entry a rolled-back request touched is
-/// dropped, and so is any entry when in doubt (it is read again when next needed).
-#[derive(Default)]
-struct RecentEvents {
-    tasks: HashMap<String, Recent>,
-    limit: usize,
-    /// Bytes of all entries.
-    bytes: usize,
-    /// Tasks whose entry the current request changed.
-    touched: Vec<String>,
-}
-
-struct Recent {
-    events: VecDeque<(i64, Arc<RawValue>)>,
-    bytes: usize,
-}
-
-impl RecentEvents {
-    fn clear(&mut self) {
-        self.tasks.clear();
-        self.bytes = 0;
-    }
-
-    fn remove(&mut self, task_id: &str) {
-        if let Some(entry) = self.tasks.remove(task_id) {
-            self.bytes -= entry.bytes;
-        }
-    }
-
-    /// The task's last `limit` events, oldest first.
-    fn get(&mut self, conn: &Connection, task_id: &str, limit: u64) -> Result<Vec<Arc<RawValue>>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        if self.limit != limit as usize {
-            self.clear();
-            self.limit = limit as usize;
-        }
-        if let Some(entry) = self.tasks.get(task_id) {
-            return Ok(entry.events.iter().map(|(_, e)| e.clone()).collect());
-        }
-        let events = journal::recent_for_task(conn, task_id, limit)?;
-        let out = events.iter().map(|(_, e)| e.clone()).collect();
-        let bytes = events.iter().map(|(_, e)| e.get().len()).sum();
-        if bytes <= RECENT_BYTES / 4 {
-            while self.tasks.len() >= RECENT_TASKS || self.bytes + bytes > RECENT_BYTES {
-                let Some(evict) = self.tasks.keys().next().cloned() else {
-                    break;
-                };
-                self.remove(&evict);
-            }
-            self.tasks
-                .insert(task_id.to_string(), Recent { events, bytes });
-            self.bytes += bytes;
-            self.touched.push(task_id.to_string());
-        }
-        Ok(out)
-    }
-
-    fn push(&mut self, task_id: &str, seq: i64, event: Arc<RawValue>) {
-        let Some(entry) = self.tasks.get_mut(task_id) else {
-            return;
-        };
-        let before = entry.bytes;
-        entry.bytes += event.get().len();
-        entry.events.push_back((seq, event));
-        while entry.events.len() > self.limit {
-            if let Some((_, old)) = entry.events.pop_front() {
-                entry.bytes -= old.get().len();
-            }
-        }
-        self.bytes = self.bytes - before + entry.bytes;
-        let too_big = entry.bytes > RECENT_BYTES / 4 || self.bytes > RECENT_BYTES;
-        self.touched.push(task_id.to_string());
-        if too_big {
-            self.remove(task_id);
-        }
-    }
-}
-
-/// The writer's in-memory task state.
-#[derive(Default)]
-pub struct TaskState {
-    /// (task_id, node_id) -> (lease_id, deadline)
-    leases: HashMap<(String, String), (String, Duration)>,
-    waiters: VecDeque<Waiter>,
-    deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
-    next_id: u64,
-    recent: RecentEvents,
-}
-
-impl TaskState {
-    pub fn next_deadline(&mut self) -> Option<Duration> {
-        while let Some(Reverse((at, due))) = self.deadlines.peek() {
-            let current = match due {
-                Due::Lease {
-                    task_id,
-                    node_id,
-                    lease_id,
-                } => self
-                    .leases
-                    .get(&(task_id.clone(), node_id.clone()))
-                    .is_some_and(|(l, d)| l == lease_id && d == at),
-                Due::Waiter { id } => self.waiters.iter().any(|w| w.id == *id),
-            };
-            if current {
-                return Some(*at);
-            }
-            self.deadlines.pop();
-        }
-        None
-    }
-
-    fn track(&mut self, task_id: &str, node_id: &str, lease_id: &str, deadline: Duration) {
-        self.leases.insert(
-            (task_id.to_string(), node_id.to_string()),
-            (lease_id.to_string(), deadline),
-        );
-        self.deadlines.push(Reverse((
-            deadline,
-            Due::Lease {
-                task_id: task_id.to_string(),
-                node_id: node_id.to_string(),
-                lease_id: lease_id.to_string(),
-            },
-        )));
-    }
-
-    fn forget(&mut self, task_id: &str, node_id: &str) {
-        self.leases
-            .remove(&(task_id.to_string(), node_id.to_string()));
-    }
-
-    pub fn waiting(&self) -> usize {
-        self.waiters.len()
-    }
-
-    /// A request starts: nothing it changes is known yet.
-    pub fn begin_request(&mut self) {
-        self.recent.touched.clear();
-    }
-
-    /// The request was rolled back: forget what it did to the recent events.
-    pub fn request_rolled_back(&mut self) {
-        for task_id in std::mem::take(&mut self.recent.touched) {
-            self.recent.remove(&task_id);
-        }
-    }
-
-    /// The task's last `limit` events, oldest first.
-    fn recent_events(
-        &mut self,
-        conn: &Connection,
-        task_id: &str,
-        limit: u64,
-    ) -> Result<Vec<Arc<RawValue>>> {
-        self.recent.get(conn, task_id, limit)
-    }
-
-    /// Whether the task's recent events are kept (and so must see every new one).
-    fn keeps_recent(&self, task_id: &str) -> bool {
-        self.recent.tasks.contains_key(task_id)
-    }
-
-    fn note_event(&mut self, task_id: &str, seq: i64, event: Arc<RawValue>) {
-        self.recent.push(task_id, seq, event);
-    }
-
-    /// Drops every copy of recent events (the journal was compacted).
-    pub fn forget_recent(&mut self) {
-        self.recent.clear();
-    }
-
-    /// A finished task hands out no more nodes.
-    fn task_finished(&mut self, task_id: &str) {
-        self.recent.remove(task_id);
-    }
-
-    pub fn running(&self) -> usize {
-        self.leases.len()
-    }
-
-    /// Rebuilds the lease map from the table after a write was rolled back.
-    pub fn reload(&mut self, conn: &Connection, now_ms: i64, mono_now: Duration) -> Result<()> {
-        let rows: Vec<(String, String, String, i64)> = conn
-            .prepare(
-                "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
-            )?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        self.leases.clear();
-        self.recent.clear();
-        self.deadlines
-            .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
-        for (task_id, node_id, lease_id, expires_at) in rows {
-            let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
-            self.track(&task_id, &node_id, &lease_id, mono_now + remaining);
-        }
-        Ok(())
-    }
-
-    /// Ends every pending wait with 503: the daemon is stopping.
-    pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
-        self.waiters
-            .drain(..)
-            .map(|w| {
-                let err = Error::Unavailable(
-                    "batond is shutting down; retry AcquireNextNode once it is back".into(),
-                );
-                (w.reply, Err(err))
-            })
-            .collect()
-    }
-
-    pub fn connection_closed(&mut self, connection: u64) {
-        self.waiters.retain(|w| w.request.connection != connection);
-    }
-}
-
-fn no_task(task_id: &str) -> Error {
+pub(super) fn no_task(task_id: &str) -> Error {
     Error::NotFound(format!(
         "task `{task_id}` does not exist; check the id (ListTasks shows the tasks)"
     ))
@@ -309,7 +69,7 @@ fn missing(conn: &Connection, task_id: &str, node_id: &str) -> Result<Error> {
     })
 }
 
-fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
+pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
         Some(t) => Some(RawValue::from_string(t)?),
         None => None,
@@ -962,91 +722,4 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskSummary> {
-    Ok(TaskSummary {
-        task_id: r.get(0)?,
-        goal: r.get(1)?,
-        status: r.get(2)?,
-        created_at: format_ms(r.get(3)?),
-        updated_at: format_ms(r.get(4)?),
-    })
-}
-
-pub fn status(conn: &Connection, task_id: &str) -> Result<TaskStatusResult> {
-    let task = conn
-        .prepare_cached(
-            "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
-        )?
-        .query_row([task_id], summary)
-        .optional()?
-        .ok_or_else(|| no_task(task_id))?;
-    let mut counts: BTreeMap<String, u64> =
-        ["PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED"]
-            .iter()
-            .map(|s| (s.to_string(), 0))
-            .collect();
-    let mut stmt = conn.prepare_cached(
-        "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
-                lease_expires_at, result, error, updated_at
-         FROM nodes WHERE task_id = ?1 ORDER BY position",
-    )?;
-    let mut rows = stmt.query([task_id])?;
-    let mut nodes = Vec::new();
-    while let Some(r) = rows.next()? {
-        let state: String = r.get(2)?;
-        *counts.entry(state.clone()).or_default() += 1;
-        let dependencies: String = r.get(3)?;
-        nodes.push(NodeSummary {
-            node_id: r.get(0)?,
-            name: r.get(1)?,
-            state,
-            dependencies: serde_json::from_str(&dependencies)?,
-            attempts: r.get(4)?,
-            max_attempts: r.get(5)?,
-            lease_owner: r.get(6)?,
-            lease_expires_at: r.get::<_, Option<i64>>(7)?.map(format_ms),
-            result: raw(r.get(8)?)?,
-            error: raw(r.get(9)?)?,
-            updated_at: format_ms(r.get(10)?),
-        });
-    }
-    Ok(TaskStatusResult {
-        task,
-        counts,
-        nodes,
-    })
-}
-
-pub fn list(conn: &Connection, status: Option<&str>, limit: u64) -> Result<ListTasksResult> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT task_id, goal, status, created_at, updated_at FROM tasks
-         WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2 + 0",
-    )?;
-    let tasks = stmt
-        .query_map(params![status, limit], summary)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(ListTasksResult { tasks })
-}
-
-/// Tasks and nodes by state, for Metrics.
-pub fn counts(conn: &Connection) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
-    let mut tasks = BTreeMap::new();
-    for row in conn
-        .prepare_cached("SELECT status, COUNT(*) FROM tasks GROUP BY status")?
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?)))?
-    {
-        let (k, v) = row?;
-        tasks.insert(k, v);
-    }
-    let mut nodes = BTreeMap::new();
-    for row in conn
-        .prepare_cached("SELECT state, COUNT(*) FROM nodes GROUP BY state")?
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?)))?
-    {
-        let (k, v) = row?;
-        nodes.insert(k, v);
-    }
-    Ok((tasks, nodes))
 }

@@ -8,23 +8,29 @@
 //! ended (`expire_due`), so no answer ever shows a dead holder as live.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde_json::value::RawValue;
+use rusqlite::params;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::locks::{
-    AcquireResult, HeartbeatResult, HeldBy, Lease, ListResourceLocksResult, LockEntry, Outcome,
-    Previous, ReleaseResult, StatusResult, WaitResult,
+    AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
+    StatusResult, WaitResult,
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
 
 use super::journal::{self, NewEvent};
-use super::writer::{Reply, ReplyTx, WriteCtx};
+use super::writer::{Reply, WriteCtx};
+
+mod memory;
+mod rows;
+
+pub use memory::LockState;
+use memory::{Due, Waiter, Watcher};
+use rows::{conflicting, held, lock_row, previous, LockRow, LOCK_COLUMNS};
 
 /// An acquisition, as the writer needs it.
 pub struct AcquireRequest {
@@ -43,317 +49,6 @@ pub struct ReleaseRequest {
     pub outcome: Outcome,
     pub moved_to: Option<String>,
     pub note: Option<String>,
-}
-
-struct LiveLease {
-    lease_id: String,
-    deadline: Duration,
-    /// The connection whose `release_on_disconnect` lease this is.
-    connection: Option<u64>,
-    /// The connection that acquired it (0 after a restart): only there does asking again
-    /// return the lease id, which is the holder's secret.
-    acquired_on: u64,
-}
-
-struct Waiter {
-    id: u64,
-    request: AcquireRequest,
-    reply: ReplyTx,
-}
-
-struct Watcher {
-    id: u64,
-    key: ResourceKey,
-    started: Duration,
-    connection: u64,
-    reply: ReplyTx,
-}
-
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-enum Due {
-    Lease { key: String, lease_id: String },
-    Waiter { key: String, id: u64 },
-    Watcher { key: String, id: u64 },
-}
-
-/// The writer's in-memory lock state.
-#[derive(Default)]
-pub struct LockState {
-    leases: HashMap<String, LiveLease>,
-    by_connection: HashMap<u64, HashSet<String>>,
-    waiters: HashMap<String, VecDeque<Waiter>>,
-    watchers: HashMap<String, Vec<Watcher>>,
-    deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
-    next_id: u64,
-}
-
-impl LockState {
-    /// The earliest deadline (lease expiry or end of a wait) still pending, if any.
-    pub fn next_deadline(&mut self) -> Option<Duration> {
-        while let Some(Reverse((at, due))) = self.deadlines.peek() {
-            if self.is_current(*at, due) {
-                return Some(*at);
-            }
-            self.deadlines.pop();
-        }
-        None
-    }
-
-    fn is_current(&self, at: Duration, due: &Due) -> bool {
-        match due {
-            Due::Lease { key, lease_id } => self
-                .leases
-                .get(key)
-                .is_some_and(|l| &l.lease_id == lease_id && l.deadline == at),
-            Due::Waiter { key, id } => self
-                .waiters
-                .get(key)
-                .is_some_and(|q| q.iter().any(|w| w.id == *id)),
-            Due::Watcher { key, id } => self
-                .watchers
-                .get(key)
-                .is_some_and(|ws| ws.iter().any(|w| w.id == *id)),
-        }
-    }
-
-    fn track(
-        &mut self,
-        key: &str,
-        lease_id: &str,
-        deadline: Duration,
-        connection: Option<u64>,
-        acquired_on: u64,
-    ) {
-        self.leases.insert(
-            key.to_string(),
-            LiveLease {
-                lease_id: lease_id.to_string(),
-                deadline,
-                connection,
-                acquired_on,
-            },
-        );
-        if let Some(c) = connection {
-            self.by_connection
-                .entry(c)
-                .or_default()
-                .insert(key.to_string());
-        }
-        self.deadlines.push(Reverse((
-            deadline,
-            Due::Lease {
-                key: key.to_string(),
-                lease_id: lease_id.to_string(),
-            },
-        )));
-    }
-
-    fn forget(&mut self, key: &str) {
-        if let Some(lease) = self.leases.remove(key) {
-            if let Some(c) = lease.connection {
-                if let Some(keys) = self.by_connection.get_mut(&c) {
-                    keys.remove(key);
-                    if keys.is_empty() {
-                        self.by_connection.remove(&c);
-                    }
-                }
-            }
-        }
-    }
-
-    fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    pub fn live(&self) -> usize {
-        self.leases.len()
-    }
-
-    pub fn waiting(&self) -> usize {
-        self.waiters.values().map(VecDeque::len).sum()
-    }
-
-    /// Drops stale heap entries (left by heartbeats) once they outnumber the live ones.
-    fn compact(&mut self) {
-        let live = self.leases.len()
-            + self.waiters.values().map(VecDeque::len).sum::<usize>()
-            + self.watchers.values().map(Vec::len).sum::<usize>();
-        if self.deadlines.len() > 2 * live + 1024 {
-            let entries = std::mem::take(&mut self.deadlines).into_vec();
-            self.deadlines = entries
-                .into_iter()
-                .filter(|Reverse((at, due))| self.is_current(*at, due))
-                .collect();
-        }
-    }
-
-    /// Rebuilds the lease map from the table, after a write failed and was rolled back.
-    /// Waiters and watchers are kept; the next release or expiry serves them.
-    pub fn reload(&mut self, conn: &Connection, now_ms: i64, mono_now: Duration) -> Result<()> {
-        let rows: Vec<(String, String, i64, Option<u64>)> = conn
-            .prepare("SELECT resource_key, lease_id, expires_at, holder_connection FROM locks")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let acquired_on: HashMap<String, u64> = self
-            .leases
-            .drain()
-            .map(|(_, lease)| (lease.lease_id, lease.acquired_on))
-            .collect();
-        self.by_connection.clear();
-        self.deadlines
-            .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
-        for (key, lease_id, expires_at, connection) in rows {
-            let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
-            let on = acquired_on.get(&lease_id).copied().unwrap_or(0);
-            self.track(&key, &lease_id, mono_now + remaining, connection, on);
-        }
-        Ok(())
-    }
-
-    /// Ends every pending wait with 503: the daemon is stopping.
-    pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
-        let stopping =
-            || Error::Unavailable("batond is shutting down; retry the wait once it is back".into());
-        let mut answers = Vec::new();
-        for (_, queue) in self.waiters.drain() {
-            answers.extend(queue.into_iter().map(|w| (w.reply, Err(stopping()))));
-        }
-        for (_, watchers) in self.watchers.drain() {
-            answers.extend(watchers.into_iter().map(|w| (w.reply, Err(stopping()))));
-        }
-        answers
-    }
-}
-
-// ---- rows ----
-
-struct LockRow {
-    resource_key: String,
-    lease_id: String,
-    owner: String,
-    provider: Option<String>,
-    fencing_token: u64,
-    acquired_at: i64,
-    expires_at: i64,
-    metadata: Option<String>,
-}
-
-const LOCK_COLUMNS: &str =
-    "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata";
-
-fn lock_row(r: &Row<'_>) -> rusqlite::Result<LockRow> {
-    Ok(LockRow {
-        resource_key: r.get(0)?,
-        lease_id: r.get(1)?,
-        owner: r.get(2)?,
-        provider: r.get(3)?,
-        fencing_token: r.get(4)?,
-        acquired_at: r.get(5)?,
-        expires_at: r.get(6)?,
-        metadata: r.get(7)?,
-    })
-}
-
-fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t.clone())?),
-        None => None,
-    })
-}
-
-impl LockRow {
-    fn held_by(&self, now_ms: i64) -> Result<HeldBy> {
-        Ok(HeldBy {
-            owner: self.owner.clone(),
-            provider: self.provider.clone(),
-            fencing_token: self.fencing_token,
-            acquired_at: format_ms(self.acquired_at),
-            expires_at: format_ms(self.expires_at),
-            remaining_ms: (self.expires_at - now_ms).max(0) as u64,
-            metadata: metadata_json(&self.metadata)?,
-        })
-    }
-
-    fn lease(&self, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
-        Ok(Lease {
-            resource_key: self.resource_key.clone(),
-            lease_id: Some(self.lease_id.clone()),
-            owner: self.owner.clone(),
-            provider: self.provider.clone(),
-            fencing_token: self.fencing_token,
-            acquired_at: format_ms(self.acquired_at),
-            expires_at: format_ms(self.expires_at),
-            remaining_ms: (self.expires_at - now_ms).max(0) as u64,
-            metadata: metadata_json(&self.metadata)?,
-            previous,
-        })
-    }
-}
-
-fn held(conn: &Connection, key: &str) -> Result<Option<LockRow>> {
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT {LOCK_COLUMNS} FROM locks WHERE resource_key = ?1"
-        ))?
-        .query_row([key], lock_row)
-        .optional()?)
-}
-
-/// A held lease that conflicts with `key`: the key itself, a lease on the same path, an
-/// enclosing `dir:`, or (for a `dir:`) anything inside it. Point and range lookups on the
-/// path index: the cost grows with the path's depth, not with the number of locks.
-fn conflicting(conn: &Connection, key: &ResourceKey) -> Result<Option<LockRow>> {
-    if let Some(row) = held(conn, &key.key)? {
-        return Ok(Some(row));
-    }
-    let Some(path) = key.path.as_deref() else {
-        return Ok(None);
-    };
-    let mut same_path = conn.prepare_cached(&format!(
-        "SELECT {LOCK_COLUMNS} FROM locks WHERE path = ?1 LIMIT 1"
-    ))?;
-    if let Some(row) = same_path.query_row([path], lock_row).optional()? {
-        return Ok(Some(row));
-    }
-    let mut dir_at = conn.prepare_cached(&format!(
-        "SELECT {LOCK_COLUMNS} FROM locks WHERE path = ?1 AND kind = 'dir' LIMIT 1"
-    ))?;
-    for ancestor in key.ancestors() {
-        if let Some(row) = dir_at.query_row([ancestor], lock_row).optional()? {
-            return Ok(Some(row));
-        }
-    }
-    if key.is_dir() {
-        // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
-        let mut inside = conn.prepare_cached(&format!(
-            "SELECT {LOCK_COLUMNS} FROM locks WHERE path > ?1 AND path < ?2 AND path IS NOT NULL LIMIT 1"
-        ))?;
-        if let Some(row) = inside
-            .query_row(params![format!("{path}/"), format!("{path}0")], lock_row)
-            .optional()?
-        {
-            return Ok(Some(row));
-        }
-    }
-    Ok(None)
-}
-
-fn previous(conn: &Connection, key: &str) -> Result<Option<Previous>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
-        )?
-        .query_row([key], |r| {
-            Ok(Previous {
-                outcome: r.get(0)?,
-                owner: r.get(1)?,
-                at: format_ms(r.get(2)?),
-                moved_to: r.get(3)?,
-                note: r.get(4)?,
-            })
-        })
-        .optional()?)
 }
 
 fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
