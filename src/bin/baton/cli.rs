@@ -1,0 +1,237 @@
+//! The command line: clap types, the exit codes `--help` lists, and turning arguments into params.
+
+use std::io::Read;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Map, Value};
+
+use crate::failure::Failure;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   success
+  1   any other failure
+  2   bad input (usage, invalid params, refused as invalid)
+  3   not found (a key that does not exist, an unknown task or lease)
+  4   conflict (expected version did not match, a transaction compare failed)
+  5   busy (the lock is held by someone else, or a wait timed out)
+  6   lease invalid (expired, released or someone else's)
+  69  batond is not running (or its socket cannot be opened)
+  75  temporary: batond is overloaded or shutting down; retry";
+
+/// Command line for batond: versioned state, resource locks, tasks and the journal.
+#[derive(Parser)]
+#[command(name = "baton", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// batond's socket [default: BATON_SOCKET_PATH, else $BATON_HOME/baton.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<String>,
+    /// Print the daemon's JSON result instead of a table
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Colour in tables and errors
+    #[arg(long, global = true, value_enum, default_value_t = Colour::Auto)]
+    pub color: Colour,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Colour {
+    /// Only when writing to a terminal and NO_COLOR is unset
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print a record's value (exit 3 if the key does not exist)
+    Get { namespace: String, key: String },
+    /// Write a value: JSON if it parses as JSON, else a string; `-` reads stdin
+    Set {
+        namespace: String,
+        key: String,
+        value: String,
+        /// Only if the stored version is N (0: only if the key does not exist); exit 4 if not
+        #[arg(long, value_name = "N")]
+        expect: Option<u64>,
+        /// Who writes (updated_by)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        /// Store VALUE as a string even if it parses as JSON
+        #[arg(long)]
+        string: bool,
+    },
+    /// Delete a record (its version lives on as a tombstone)
+    Delete {
+        namespace: String,
+        key: String,
+        #[arg(long, value_name = "N")]
+        expect: Option<u64>,
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+    /// List the live records of a namespace
+    List {
+        namespace: String,
+        #[arg(long)]
+        prefix: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
+    },
+    /// Every version of a key, newest first
+    History {
+        namespace: String,
+        key: String,
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Resource locks: acquire, release, heartbeat, status, list
+    #[command(subcommand)]
+    Lock(LockCommand),
+    /// DAG tasks: register, status, list, cancel
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// The journal: events after --since; --follow keeps streaming new ones
+    Events {
+        /// Events with a seq greater than N [default: 0, or the head with --follow]
+        #[arg(long, value_name = "N")]
+        since: Option<u64>,
+        /// Keep printing events as they happen (Ctrl-C to stop)
+        #[arg(long, short)]
+        follow: bool,
+        /// Event types (repeatable; `kv.*` matches by prefix)
+        #[arg(long = "type", value_name = "TYPE")]
+        types: Vec<String>,
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long)]
+        key_prefix: Option<String>,
+        #[arg(long)]
+        resource_prefix: Option<String>,
+        #[arg(long, value_name = "TASK_ID")]
+        task: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: u64,
+    },
+    /// Is batond up?
+    Health,
+    /// Counters, latencies, storage figures
+    Metrics,
+    /// Any method with raw JSON params (`-` reads them from stdin); prints the result
+    Call {
+        method: String,
+        params: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LockCommand {
+    /// Take a lease on KEY (file:PATH, dir:PATH, any kind:name); prints the lease id
+    Acquire {
+        key: String,
+        /// Who holds it [default: BATON_OWNER, else user@host]
+        #[arg(long)]
+        owner: Option<String>,
+        /// Lease length in seconds [default: the daemon's]
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+        /// Wait up to MS milliseconds for a busy lock (exit 5 if still busy)
+        #[arg(long, value_name = "MS")]
+        wait: Option<u64>,
+        /// JSON metadata shown to others
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+    },
+    /// End a lease and say what happened
+    Release {
+        key: String,
+        lease_id: String,
+        /// released, modified, created, deleted, moved (with --moved-to), abandoned
+        #[arg(long)]
+        outcome: Option<String>,
+        #[arg(long, value_name = "PATH")]
+        moved_to: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Extend a lease
+    Heartbeat {
+        key: String,
+        lease_id: String,
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+    },
+    /// Who holds KEY, or what its last holder did (exit 5 if held)
+    Status { key: String },
+    /// Live leases
+    List {
+        #[arg(long)]
+        prefix: Option<String>,
+        #[arg(long)]
+        owner: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TaskCommand {
+    /// Register a task from a JSON file ({goal, context?, nodes: [...]}; `-` reads stdin)
+    Register { file: String },
+    /// A task's status and nodes
+    Status { task_id: String },
+    /// Tasks, newest first
+    List {
+        /// running, completed, failed or cancelled
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Cancel every unfinished node of a task
+    Cancel { task_id: String },
+}
+
+/// Reads `arg`, or stdin when it is `-`.
+pub fn arg_or_stdin(arg: &str) -> Result<String, Failure> {
+    if arg != "-" {
+        return Ok(arg.to_string());
+    }
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| Failure::new(1, format!("cannot read stdin: {e}")))?;
+    Ok(input.trim_end_matches('\n').to_string())
+}
+
+pub fn parse_json(what: &str, text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|e| {
+        Failure::new(
+            2,
+            format!("{what} is not valid JSON ({e}); quote it, e.g. '{{\"a\": 1}}'"),
+        )
+    })
+}
+
+pub fn default_owner() -> String {
+    if let Ok(owner) = std::env::var("BATON_OWNER") {
+        if !owner.is_empty() {
+            return owner;
+        }
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{user}@{host}")
+}
+
+/// Params with the `None` fields left out.
+pub fn params(fields: Vec<(&str, Option<Value>)>) -> Value {
+    let map: Map<String, Value> = fields
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+        .collect();
+    Value::Object(map)
+}

@@ -1,0 +1,46 @@
+//! Why a command failed, and the exit code it maps to.
+
+use baton::client::CallError;
+
+/// Why the command failed, with the exit code it maps to.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<CallError> for Failure {
+    fn from(err: CallError) -> Failure {
+        let code = match &err {
+            CallError::Unreachable { .. } => 69,
+            CallError::NotSent(_) | CallError::Lost(_) => 1,
+            CallError::Daemon { kind, .. } => match kind.as_str() {
+                "invalid" | "invalid_params" | "parse_error" | "invalid_request"
+                | "method_not_found" | "request_too_large" | "value_too_large" => 2,
+                "not_found" => 3,
+                "conflict" | "idempotency_conflict" => 4,
+                "lease_invalid" => 6,
+                "overloaded" | "unavailable" => 75,
+                _ => 1,
+            },
+        };
+        let message = match &err {
+            CallError::Unreachable { path, source } => format!(
+                "batond is not running at {} ({source}); start it with `batond` (or install the service: scripts/install-service), or pass --socket",
+                path.display()
+            ),
+            _ => err.to_string(),
+        };
+        Failure::new(code, message)
+    }
+}
+
+pub type Outcome = Result<u8, Failure>;

@@ -1,0 +1,123 @@
+//! Where output goes and how it looks: tables with colour on a terminal, or JSON.
+
+use serde_json::Value;
+
+/// Where output goes and how it looks.
+pub struct Out {
+    pub json: bool,
+    pub colour: bool,
+}
+
+impl Out {
+    pub fn paint(&self, code: &str, text: &str) -> String {
+        if self.colour {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    pub fn status(&self, text: &str) -> String {
+        let code = match text {
+            "acquired" | "already_held" | "available" | "completed" | "released" | "ok"
+            | "COMPLETED" => "32",
+            "busy" | "held" | "running" | "RUNNING" | "PENDING" | "timeout" => "33",
+            "failed" | "cancelled" | "FAILED" | "CANCELLED" => "31",
+            _ => return text.to_string(),
+        };
+        self.paint(code, text)
+    }
+
+    /// The result as JSON (for --json).
+    pub fn raw(&self, value: &Value) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    }
+
+    /// Rows under a header, columns aligned.
+    pub fn table(&self, header: &[&str], rows: &[Vec<String>]) {
+        let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+        for row in rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(visible_len(cell));
+            }
+        }
+        let line = |cells: Vec<String>| {
+            let last = cells.len().saturating_sub(1);
+            let mut text = String::new();
+            for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+                text.push_str(cell);
+                if i < last {
+                    text.push_str(&" ".repeat(w - visible_len(cell) + 2));
+                }
+            }
+            text
+        };
+        let head = line(header.iter().map(|h| h.to_string()).collect());
+        println!("{}", self.paint("1", &head));
+        for row in rows {
+            println!("{}", line(row.clone()));
+        }
+    }
+}
+
+/// Length without ANSI colour codes.
+pub fn visible_len(text: &str) -> usize {
+    let mut n = 0;
+    let mut in_escape = false;
+    for c in text.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, _) => n += 1,
+        }
+    }
+    n
+}
+
+/// A JSON value on one line, cut to `max` characters.
+pub fn compact(value: &Value, max: usize) -> String {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    if text.chars().count() > max {
+        format!("{}...", text.chars().take(max - 3).collect::<String>())
+    } else {
+        text
+    }
+}
+
+pub fn text(value: &Value) -> String {
+    compact(value, 200)
+}
+
+pub fn event_row(e: &Value) -> Vec<String> {
+    let subject = match (
+        e["namespace"].as_str(),
+        e["key"].as_str(),
+        e["resource_key"].as_str(),
+        e["task_id"].as_str(),
+    ) {
+        (Some(ns), Some(key), _, _) => format!("{ns}/{key}"),
+        (Some(ns), None, _, _) => ns.to_string(),
+        (_, _, Some(resource), _) => resource.to_string(),
+        (_, _, _, Some(task)) => match e["node_id"].as_str() {
+            Some(node) => format!("{task} {node}"),
+            None => task.to_string(),
+        },
+        _ => "-".to_string(),
+    };
+    vec![
+        e["seq"].to_string(),
+        text(&e["at"]),
+        text(&e["type"]),
+        subject,
+        text(&e["actor"]),
+        compact(&e["data"], 60),
+    ]
+}
