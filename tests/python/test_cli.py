@@ -152,4 +152,5 @@ def test_call_health_metrics_and_an_absent_daemon(daemon: Daemon, tmp_path: Path
     assert gone.returncode == 69 and "batond is not running" in gone.stderr
     usage = subprocess.run([str(BIN_DIR / "baton"), "lock"], capture_output=True, text=True)
     assert usage.returncode == 2
-    assert "Exit codes" in subprocess.run([str(BIN_DIR / "baton"), "--help"], capture_output=True, text=True).stdout
+    helped = subprocess.run([str(BIN_DIR / "baton"), "--help"], capture_output=True, text=True).stdout
+    assert "Exit codes" in helped and helped.startswith("baton: batond from a terminal"), helped

@@ -21,7 +21,12 @@ Exit codes:
 
 /// Command line for batond: versioned state, resource locks, tasks and the journal.
 #[derive(Parser)]
-#[command(name = "baton", version, about, after_help = EXIT_CODES)]
+#[command(
+    name = "baton",
+    version,
+    about = "baton: batond from a terminal or a shell script: versioned state, resource locks, tasks and the journal. Tables for people, --json for scripts.",
+    after_help = EXIT_CODES
+)]
 pub struct Cli {
     /// batond's socket [default: BATON_SOCKET_PATH, else $BATON_HOME/baton.sock]
     #[arg(long, global = true, value_name = "PATH")]
