@@ -408,7 +408,7 @@ fn own_node(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, lease_id: &str) ->
         data.insert("lease_owner".into(), node.lease_owner.clone().into());
     }
     let next = match node.state.as_str() {
-        "PENDING" => "it was rolled back to PENDING; acquire it again with AcquireNextNode",
+        "PENDING" => "it is PENDING under no lease (never handed out, or rolled back after its lease lapsed); take it with AcquireNextNode",
         "RUNNING" => "another worker holds it now; drop this work",
         "COMPLETED" => "it is already COMPLETED; nothing more to do",
         "CANCELLED" => "its task was cancelled; stop working on it",
