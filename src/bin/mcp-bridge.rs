@@ -6,12 +6,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use rmcp::service::ServerInitializeError;
 use rmcp::ServiceExt;
-use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
+use baton::bridge::stdio::Relay;
 use baton::bridge::tools::Group;
 use baton::bridge::Bridge;
-use baton::config::{Config, Flags};
+use baton::config::Config;
 
 /// MCP server (stdio) for Baton: locks, versioned state, tasks and events as tools.
 #[derive(Parser)]
@@ -57,12 +56,8 @@ fn main() -> ExitCode {
         eprintln!("mcp-bridge: --agent (or BATON_AGENT) must be at most 200 bytes");
         return ExitCode::FAILURE;
     }
-    let flags = Flags {
-        socket: cli.socket,
-        ..Flags::default()
-    };
-    let config = match Config::from_process(&flags) {
-        Ok(config) => config,
+    let socket = match Config::client_socket(cli.socket.as_deref()) {
+        Ok(socket) => socket,
         Err(err) => {
             eprintln!("mcp-bridge: {err}");
             return ExitCode::FAILURE;
@@ -79,94 +74,29 @@ fn main() -> ExitCode {
         }
     };
     let (closing, closed) = tokio::sync::watch::channel(false);
-    let bridge = Bridge::new(config.socket_path, groups, agent).closing_on(closed);
+    let bridge = Bridge::new(socket, groups, agent).closing_on(closed);
     let code = runtime.block_on(async move {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        let (feed, input) = tokio::io::duplex(1 << 16);
-        tokio::spawn(forward_stdin(stdin, feed, closing));
-        let service = match bridge.serve((input, stdout)).await {
-            Ok(service) => service,
+        let relay = Relay::start(stdin, stdout, closing);
+        let code = match bridge.serve((relay.input, relay.output)).await {
+            Ok(service) => match service.waiting().await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(err) => {
+                    tracing::error!(%err, "the MCP session ended abnormally");
+                    ExitCode::FAILURE
+                }
+            },
             // The client went away before initializing: nothing to serve, nothing wrong.
-            Err(ServerInitializeError::ConnectionClosed(_)) => return ExitCode::SUCCESS,
+            Err(ServerInitializeError::ConnectionClosed(_)) => ExitCode::SUCCESS,
             Err(err) => {
                 tracing::error!(%err, "the MCP session did not start");
-                return ExitCode::FAILURE;
-            }
-        };
-        match service.waiting().await {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(err) => {
-                tracing::error!(%err, "the MCP session ended abnormally");
                 ExitCode::FAILURE
             }
-        }
+        };
+        // Everything the session wrote reaches stdout before the process ends.
+        let _ = relay.writer.await;
+        code
     });
     // stdin may still be held by a blocking read; the session is over, so leave now.
     std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 })
-}
-
-/// Passes the client's lines on to the MCP service, with two repairs rmcp does not make:
-/// a line that is not JSON is logged (rmcp drops it silently) and skipped, and a
-/// `tools/call` without a `name` gets an empty one, so it is answered -32602 (invalid
-/// params, naming the tools) rather than -32601 (method not found). When stdin ends it
-/// tells the bridge, which ends its waiting calls at once: the client is gone, and rmcp
-/// would otherwise hold the exit for up to 5 s waiting for their answers.
-async fn forward_stdin(
-    stdin: impl AsyncRead + Unpin,
-    mut feed: impl AsyncWrite + Unpin,
-    closing: tokio::sync::watch::Sender<bool>,
-) {
-    let mut stdin = BufReader::new(stdin);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match stdin.read_until(b'\n', &mut line).await {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(%err, "reading stdin failed; ending the session");
-                break;
-            }
-        }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        let mut message: Value = match serde_json::from_slice(text) {
-            Ok(message) => message,
-            Err(err) => {
-                tracing::warn!(%err, bytes = text.len(), "a line on stdin is not JSON; ignored");
-                continue;
-            }
-        };
-        let nameless_call = message["method"] == "tools/call"
-            && !message
-                .get("params")
-                .and_then(|p| p.get("name"))
-                .is_some_and(Value::is_string);
-        let written = if nameless_call {
-            match message.get_mut("params") {
-                Some(Value::Object(params)) => {
-                    params.insert("name".into(), json!(""));
-                }
-                _ => message["params"] = json!({"name": ""}),
-            }
-            let mut repaired = serde_json::to_vec(&message).unwrap_or_default();
-            repaired.push(b'\n');
-            feed.write_all(&repaired).await
-        } else {
-            let end = line.len();
-            if line.last() != Some(&b'\n') {
-                line.push(b'\n');
-            }
-            let written = feed.write_all(&line).await;
-            line.truncate(end);
-            written
-        };
-        if written.is_err() {
-            break; // the service has ended
-        }
-    }
-    let _ = closing.send(true);
-    drop(feed);
 }

@@ -9,6 +9,7 @@
 //! cancelled wait ends in the daemon.
 
 mod schema;
+pub mod stdio;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -362,17 +363,6 @@ fn mcp_words(message: &str) -> String {
     out
 }
 
-/// batond answers a request line over its limit with an error of id null (it could not
-/// read the id): the client reports it as an answer to another request. The bridge sends
-/// one request at a time per connection, so it was this one, refused unread.
-fn refused_line(why: &str) -> Option<String> {
-    let answer: Value =
-        serde_json::from_str(why.strip_prefix("batond answered another request: ")?).ok()?;
-    let error = answer.get("error")?;
-    (answer["id"].is_null() && error["data"]["kind"] == "request_too_large")
-        .then(|| error["message"].as_str().unwrap_or("").to_string())
-}
-
 /// The first clause of a daemon message (before its own advice).
 fn clause(message: &str) -> &str {
     message.split(';').next().unwrap_or(message).trim()
@@ -406,15 +396,12 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
                 None,
             )
         }
-        CallError::Lost(why) => match refused_line(&why) {
-            Some(message) => ("request_too_large".to_string(), message, Value::Null),
-            None => {
-                return failure(
-                    format!("{why}, so the outcome of {name} is unknown: check it with {check_with} before you call {name} again."),
-                    None,
-                )
-            }
-        },
+        CallError::Lost(why) => {
+            return failure(
+                format!("{why}, so the outcome of {name} is unknown: check it with {check_with} before you call {name} again."),
+                None,
+            )
+        }
         CallError::Daemon {
             kind,
             message,
@@ -500,6 +487,14 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
             "batond refused {name}: {}, so nothing was changed; fix that and call {name} again.",
             mcp_words(clause(&message))
         ),
+        "compacted" => {
+            let oldest = data["oldest_seq"].as_u64().unwrap_or(1);
+            format!(
+                "The journal no longer keeps the events right after since_seq {} (the oldest it keeps is seq {oldest}), so some changes cannot be replayed: read the current values you depend on with baton_get, then call baton_events with since_seq {} to follow what happens from now on.",
+                args.get("since_seq").map_or_else(|| "0".to_string(), Value::to_string),
+                oldest.saturating_sub(1)
+            )
+        }
         "overloaded" => format!("batond is overloaded and did nothing: call {name} again in a moment."),
         "unavailable" => format!(
             "batond is unavailable ({}) and wrote nothing: call {name} again later.",
@@ -617,15 +612,5 @@ mod tests {
             mcp_words("GetAway TaskStatus."),
             "GetAway baton_task_status."
         );
-    }
-
-    #[test]
-    fn an_unread_line_is_recognised_as_refused() {
-        let why = r#"batond answered another request: {"id":null,"error":{"code":-32001,"message":"request line is longer than the limit of 64 bytes; send less","data":{"kind":"request_too_large"}}}"#;
-        assert_eq!(
-            refused_line(why).as_deref(),
-            Some("request line is longer than the limit of 64 bytes; send less")
-        );
-        assert_eq!(refused_line("batond closed the connection"), None);
     }
 }

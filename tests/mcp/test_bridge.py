@@ -365,7 +365,14 @@ def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_th
     })
     assert answer()["id"] == 1
     send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send("{this is not json")  # logged and skipped; the session goes on
+    send("{this is not json")
+    parse = answer()
+    assert parse["id"] is None and parse["error"]["code"] == -32700, parse
+    for bad_id in [{"a": 1}, 1.5, True, 2**63, None]:
+        send({"jsonrpc": "2.0", "id": bad_id, "method": "tools/list"})
+        refused = answer()
+        assert refused["id"] == bad_id and refused["error"]["code"] == -32600, refused
+        assert "string or an integer" in refused["error"]["message"]
     send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}})
     nameless = answer()
     assert nameless["id"] == 2 and nameless["error"]["code"] == -32602, nameless
@@ -385,7 +392,7 @@ def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_th
     bridge.stdin.close()
     assert bridge.wait(timeout=30) == 0
     assert time.monotonic() - started < 2.5, "the waiting call held the exit"
-    assert b"not JSON" in bridge.stderr.read()
+    assert b"not JSON" in bridge.stderr.read()  # and logged at warn
 
 
 def test_the_agent_name_comes_from_the_flag_or_baton_agent(daemon: Daemon) -> None:
