@@ -211,6 +211,20 @@ impl Config {
         Config::resolve(flags, &|name| std::env::var(name).ok())
     }
 
+    /// The socket a client (`baton`, `mcp-bridge`) connects to: `--socket` when given
+    /// (it outranks every other layer, so nothing else needs resolving, and a host that
+    /// starts the client without $HOME still works), else as batond resolves it.
+    pub fn client_socket(flag: Option<&str>) -> Result<PathBuf, ConfigError> {
+        match flag.filter(|s| !s.is_empty()) {
+            Some(path) => expand_tilde(
+                path,
+                std::env::var_os("HOME").map(PathBuf::from).as_deref(),
+                "--socket",
+            ),
+            None => Ok(Config::from_process(&Flags::default())?.socket_path),
+        }
+    }
+
     /// Resolves the configuration with `env` standing in for the process environment.
     pub fn resolve(
         flags: &Flags,

@@ -8,7 +8,7 @@ use clap::Parser;
 use serde_json::{json, Value};
 
 use baton::client::Connection;
-use baton::config::{Config, Flags};
+use baton::config::Config;
 
 mod cli;
 mod events;
@@ -342,11 +342,8 @@ fn main() -> ExitCode {
         colour: colour(std::io::stdout().is_terminal()),
     };
     let err_colour = colour(std::io::stderr().is_terminal());
-    let config = match Config::from_process(&Flags {
-        socket: cli.socket.clone(),
-        ..Flags::default()
-    }) {
-        Ok(config) => config,
+    let socket = match Config::client_socket(cli.socket.as_deref()) {
+        Ok(socket) => socket,
         Err(err) => {
             eprintln!("baton: {err}");
             return ExitCode::from(2);
@@ -363,7 +360,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let mut conn = Connection::connect(&config.socket_path).await?;
+        let mut conn = Connection::connect(&socket).await?;
         run(cli, &out, &mut conn).await
     });
     match result {
