@@ -1,8 +1,14 @@
-//! The daemon's only source of time. Everything that stamps a record or judges an expiry
-//! asks a [`Clock`], so tests can drive time by hand instead of sleeping.
+//! The daemon's only source of time. Everything that stamps a record, judges an expiry or
+//! waits for a deadline asks a [`Clock`], so tests can drive time by hand instead of
+//! sleeping: batond started with `BATON_TEST_CLOCK_MS` runs on a [`ManualClock`] that only
+//! the `AdvanceClock` method moves.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 
@@ -13,6 +19,12 @@ pub trait Clock: Send + Sync + 'static {
     fn wall_ms(&self) -> i64;
     /// Monotonic time since an arbitrary fixed point; never goes backwards.
     fn monotonic(&self) -> Duration;
+    /// Resolves once [`Clock::monotonic`] has reached `at`.
+    fn sleep_until(&self, at: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+    /// The clock tests move by hand, when this is one.
+    fn as_manual(&self) -> Option<&ManualClock> {
+        None
+    }
 }
 
 /// The real clock.
@@ -45,26 +57,32 @@ impl Clock for SystemClock {
     fn monotonic(&self) -> Duration {
         self.started.elapsed()
     }
+
+    fn sleep_until(&self, at: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(tokio::time::sleep(at.saturating_sub(self.monotonic())))
+    }
 }
 
-/// A clock that moves only when told to; both readings advance together.
+/// A clock that moves only when told to; both readings advance together, and sleepers
+/// whose deadline has come wake.
 pub struct ManualClock {
     wall_ms: AtomicI64,
-    monotonic_ms: AtomicI64,
+    /// The monotonic reading; sleepers watch it.
+    monotonic: watch::Sender<Duration>,
 }
 
 impl ManualClock {
     pub fn new(wall_ms: i64) -> ManualClock {
         ManualClock {
             wall_ms: AtomicI64::new(wall_ms),
-            monotonic_ms: AtomicI64::new(0),
+            monotonic: watch::channel(Duration::ZERO).0,
         }
     }
 
     pub fn advance(&self, by: Duration) {
-        let ms = by.as_millis() as i64;
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
         self.wall_ms.fetch_add(ms, Ordering::SeqCst);
-        self.monotonic_ms.fetch_add(ms, Ordering::SeqCst);
+        self.monotonic.send_modify(|now| *now += by);
     }
 }
 
@@ -74,7 +92,19 @@ impl Clock for ManualClock {
     }
 
     fn monotonic(&self) -> Duration {
-        Duration::from_millis(self.monotonic_ms.load(Ordering::SeqCst) as u64)
+        *self.monotonic.borrow()
+    }
+
+    fn sleep_until(&self, at: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        let mut now = self.monotonic.subscribe();
+        Box::pin(async move {
+            // An error means the clock is gone: nothing will ever move it, so wake.
+            let _ = now.wait_for(|now| *now >= at).await;
+        })
+    }
+
+    fn as_manual(&self) -> Option<&ManualClock> {
+        Some(self)
     }
 }
 
@@ -101,5 +131,22 @@ mod tests {
         clock.advance(Duration::from_secs(2));
         assert_eq!(clock.wall_ms(), 3_000);
         assert_eq!(clock.monotonic(), Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_manual_sleeper_wakes_when_the_clock_reaches_its_deadline() {
+        let clock = ManualClock::new(0);
+        let mut sleeper = tokio_test_spawn(clock.sleep_until(Duration::from_millis(1_000)));
+        clock.advance(Duration::from_millis(999));
+        tokio::task::yield_now().await;
+        assert!(!sleeper.is_finished(), "woke before its deadline");
+        clock.advance(Duration::from_millis(1));
+        (&mut sleeper).await.unwrap();
+    }
+
+    fn tokio_test_spawn(
+        sleep: Pin<Box<dyn Future<Output = ()> + Send>>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(sleep)
     }
 }

@@ -63,6 +63,9 @@ pub struct Config {
     pub workspace: PathBuf,
     /// How long a shutdown waits for connections to finish before closing them.
     pub shutdown_grace_ms: u64,
+    /// For tests only: run on a manual clock starting at this wall time (epoch ms), moved
+    /// by the `AdvanceClock` method (`BATON_TEST_CLOCK_MS`; no flag).
+    pub test_clock_ms: Option<i64>,
 }
 
 /// A configuration value that could not be used; the message names where it came from.
@@ -376,6 +379,10 @@ impl Config {
             max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
             workspace,
             shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
+            test_clock_ms: match layers.get("BATON_TEST_CLOCK_MS") {
+                None => None,
+                Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),
+            },
         })
     }
 }

@@ -36,7 +36,7 @@ fn head(c: &mut Client) -> u64 {
 
 #[test]
 fn lease_ids_appear_only_in_the_answer_that_created_them() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut sub = daemon.client();
     sub.result("Subscribe", json!({"since_seq": 0}));
     let mut c = daemon.client();
@@ -62,6 +62,7 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
         json!({"resource_key": "tool:short", "owner": "bob", "ttl_secs": 1}),
     );
     leases.push(lease_id(&l2));
+    daemon.advance_clock(1_000);
     wait_free(&mut waiter, "tool:short");
     {
         let mut gone = daemon.client();
@@ -117,6 +118,7 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
     );
     leases.push(lease_id(&short));
     // The same node comes back once its lease lapses and it is rolled back.
+    daemon.advance_clock(1_000);
     let again = loop {
         let next = c.result(
             "AcquireNextNode",

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use common::{assert_error, u64s, Client, Daemon};
 use serde_json::{json, Value};
 
@@ -42,9 +40,14 @@ fn send_waiting_acquire(client: &mut Client, key: &str, owner: &str, wait_ms: u6
 
 /// Blocks until the daemon reports `n` queued waiters (observed, not guessed).
 fn until_waiting(client: &mut Client, n: u64) {
+    until_lock_figure(client, "waiting", n);
+}
+
+/// Blocks until the daemon's Metrics `locks.<figure>` is `n`.
+fn until_lock_figure(client: &mut Client, figure: &str, n: u64) {
     loop {
         let metrics = client.result("Metrics", json!({}));
-        if metrics["locks"]["waiting"] == json!(n) {
+        if metrics["locks"][figure] == json!(n) {
             return;
         }
         std::thread::yield_now();
@@ -54,13 +57,6 @@ fn until_waiting(client: &mut Client, n: u64) {
 fn events(client: &mut Client, types: &[&str]) -> Vec<Value> {
     let result = client.result("ReadEvents", json!({"since_seq": 0, "types": types}));
     result["events"].as_array().unwrap().clone()
-}
-
-fn wall_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 #[test]
@@ -434,14 +430,20 @@ fn ten_waiters_are_served_in_arrival_order() {
 
 #[test]
 fn a_wait_that_runs_out_answers_busy_and_leaves_the_queue() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut holder = daemon.client();
     let mut w = daemon.client();
     acquired(&mut holder, "tool:fmt", "holder");
-    let answer = w.result(
-        "AcquireResourceLock",
-        json!({"resource_key": "tool:fmt", "owner": "impatient", "wait_ms": 150}),
+    send_waiting_acquire(&mut w, "tool:fmt", "impatient", 150, json!({}));
+    until_waiting(&mut holder, 1);
+    daemon.advance_clock(149);
+    assert_eq!(
+        holder.result("Metrics", json!({}))["locks"]["waiting"],
+        json!(1),
+        "still waiting 1 ms before its end"
     );
+    daemon.advance_clock(1);
+    let answer = w.read_line()["result"].clone();
     assert_eq!(answer["status"], "busy", "{answer}");
     assert_eq!(answer["held_by"]["owner"], "holder");
     assert_eq!(
@@ -542,7 +544,7 @@ fn a_holder_process_killed_frees_its_release_on_disconnect_lock() {
 
 #[test]
 fn a_lease_expires_without_any_call_and_the_next_holder_sees_expired() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut holder = daemon.client();
     let mut watcher = daemon.client();
     let lease = holder.result(
@@ -550,14 +552,26 @@ fn a_lease_expires_without_any_call_and_the_next_holder_sees_expired() {
         json!({"resource_key": "file:slow.txt", "owner": "sleepy", "ttl_secs": 1}),
     );
     // Wait (without acquiring) until the key is free: only the sweeper can free it.
-    let waited = watcher.result(
-        "WaitResourceLock",
-        json!({"resource_key": "file:slow.txt", "timeout_ms": 30_000}),
+    watcher.send_line(
+        &json!({"id": 1, "method": "WaitResourceLock", "params": {"resource_key": "file:slow.txt", "timeout_ms": 30_000}})
+            .to_string(),
     );
+    until_lock_figure(&mut holder, "watching", 1);
+    daemon.advance_clock(999);
+    assert_eq!(
+        holder.result(
+            "ResourceLockStatus",
+            json!({"resource_key": "file:slow.txt"})
+        )["status"],
+        "held",
+        "still held 1 ms before its expiry"
+    );
+    daemon.advance_clock(1);
+    let waited = watcher.read_line()["result"].clone();
     assert_eq!(waited["status"], "available", "{waited}");
     assert_eq!(waited["previous"]["outcome"], "expired");
     assert_eq!(waited["previous"]["owner"], "sleepy");
-    assert!(waited["waited_ms"].as_u64().unwrap() > 0);
+    assert_eq!(waited["waited_ms"], 1000);
 
     let expired = events(&mut watcher, &["lock.expired"]);
     assert_eq!(expired.len(), 1, "{expired:?}");
@@ -581,17 +595,17 @@ fn a_lease_expires_without_any_call_and_the_next_holder_sees_expired() {
 
 #[test]
 fn an_expiring_lease_hands_the_lock_to_its_waiter() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut holder = daemon.client();
     let mut waiter = daemon.client();
     holder.result(
         "AcquireResourceLock",
         json!({"resource_key": "dir:build", "owner": "sleepy", "ttl_secs": 1}),
     );
-    let answer = waiter.result(
-        "AcquireResourceLock",
-        json!({"resource_key": "file:build/out.o", "owner": "next", "wait_ms": 30_000}),
-    );
+    send_waiting_acquire(&mut waiter, "file:build/out.o", "next", 30_000, json!({}));
+    until_waiting(&mut holder, 1);
+    daemon.advance_clock(1_000);
+    let answer = waiter.read_line()["result"].clone();
     assert_eq!(answer["status"], "acquired", "{answer}");
     // `previous` is per key: the expired lease was on dir:build.
     assert!(answer.get("previous").is_none(), "{answer}");
@@ -602,7 +616,7 @@ fn an_expiring_lease_hands_the_lock_to_its_waiter() {
 
 #[test]
 fn a_heartbeat_keeps_a_short_lease_alive() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut holder = daemon.client();
     let mut watcher = daemon.client();
     let lease = holder.result(
@@ -614,27 +628,28 @@ fn a_heartbeat_keeps_a_short_lease_alive() {
         json!({"resource_key": "tool:long", "lease_id": lease["lease_id"], "ttl_secs": 3600}),
     );
     // Past the first ttl, the key is still held.
-    let waited = watcher.result(
-        "WaitResourceLock",
-        json!({"resource_key": "tool:long", "timeout_ms": 1500}),
+    watcher.send_line(
+        &json!({"id": 1, "method": "WaitResourceLock", "params": {"resource_key": "tool:long", "timeout_ms": 1500}})
+            .to_string(),
     );
+    until_lock_figure(&mut holder, "watching", 1);
+    daemon.advance_clock(1_500);
+    let waited = watcher.read_line()["result"].clone();
     assert_eq!(waited["status"], "timeout", "{waited}");
     assert_eq!(waited["held_by"]["owner"], "worker");
-    assert!(waited["waited_ms"].as_u64().unwrap() >= 1500);
+    assert_eq!(waited["waited_ms"], 1500);
     release(&mut holder, &lease, "released");
 }
 
 #[test]
 fn leases_that_lapse_while_the_daemon_is_down_end_on_start_up() {
-    let mut daemon = Daemon::start();
-    let expires_at;
+    let mut daemon = Daemon::start_on_test_clock();
     {
         let mut c = daemon.client();
-        let lease = c.result(
+        c.result(
             "AcquireResourceLock",
             json!({"resource_key": "file:short", "owner": "o", "ttl_secs": 1}),
         );
-        expires_at = wall_ms() + lease["remaining_ms"].as_u64().unwrap();
         c.result(
             "AcquireResourceLock",
             json!({"resource_key": "file:long", "owner": "o", "ttl_secs": 3600}),
@@ -646,13 +661,8 @@ fn leases_that_lapse_while_the_daemon_is_down_end_on_start_up() {
         // Keep the connection open across the kill: the tied lease ends only on restart.
         daemon.kill9();
     }
-    // Stay down until the short lease's expiry time has passed on the wall clock.
-    while wall_ms() <= expires_at + 5 {
-        std::thread::sleep(Duration::from_millis(
-            expires_at + 6 - wall_ms().min(expires_at + 6),
-        ));
-    }
-    daemon.restart();
+    // Down for longer than the short lease, on the wall clock the leases are stored by.
+    daemon.restart_later(1_001);
     let mut c = daemon.client();
     let list = c.result("ListResourceLocks", json!({}));
     let keys: Vec<&str> = list["locks"]

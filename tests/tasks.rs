@@ -250,18 +250,30 @@ fn retries_until_max_attempts_then_the_task_fails_and_dependents_never_run() {
 
 #[test]
 fn a_lapsed_lease_rolls_the_node_back_and_the_old_lease_gets_410() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let mut c = daemon.client();
     let task_id = register(&mut c, json!([{"id": "slow", "max_attempts": 3}]))["task_id"].clone();
     let first = c.result(
         "AcquireNextNode",
         json!({"task_id": task_id, "lease_owner": "sleepy", "ttl_secs": 1}),
     );
-    // A second worker waits; it gets the node when the first lease lapses, with no call from anyone.
-    let second = c.result(
-        "AcquireNextNode",
-        json!({"task_id": task_id, "lease_owner": "awake", "wait_ms": 30_000}),
+    // A second worker waits; it gets the node when the first lease lapses, with no call
+    // from anyone but the clock.
+    let mut waiter = daemon.client();
+    waiter.send_line(
+        &json!({"id": 1, "method": "AcquireNextNode", "params": {"task_id": task_id, "lease_owner": "awake", "wait_ms": 30_000}})
+            .to_string(),
     );
+    while c.result("Metrics", json!({}))["node_waiters"] != 1 {
+        std::thread::yield_now();
+    }
+    daemon.advance_clock(999);
+    assert_eq!(
+        status(&mut c, &task_id)["nodes"][0]["lease_owner"],
+        "sleepy"
+    );
+    daemon.advance_clock(1);
+    let second = waiter.read_line()["result"].clone();
     assert_eq!(second["node_id"], "slow");
     assert_eq!(second["attempt"], 2);
     let rolled = c.result(
@@ -296,7 +308,7 @@ fn a_lapsed_lease_rolls_the_node_back_and_the_old_lease_gets_410() {
 
 #[test]
 fn a_lease_that_lapses_while_the_daemon_is_down_rolls_back_at_start_up() {
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start_on_test_clock();
     let task_id;
     {
         let mut c = daemon.client();
@@ -307,9 +319,8 @@ fn a_lease_that_lapses_while_the_daemon_is_down_rolls_back_at_start_up() {
         );
     }
     daemon.sigterm();
-    // Down for longer than the lease: wait on the wall clock, as the daemon's store does.
-    std::thread::sleep(std::time::Duration::from_millis(1100));
-    daemon.restart();
+    // Down for longer than the lease, on the wall clock the lease is stored by.
+    daemon.restart_later(1_001);
     let mut c = daemon.client();
     let st = status(&mut c, &task_id);
     assert_eq!(st["nodes"][0]["state"], "PENDING", "{st}");

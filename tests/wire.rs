@@ -435,3 +435,28 @@ fn the_envelope_is_as_strict_as_the_params() {
     assert_error(&c.read_line()["error"], -32700, "parse_error");
     assert_eq!(c.get("n", "k")["value"], 1);
 }
+
+/// AdvanceClock exists only on a daemon started for tests (BATON_TEST_CLOCK_MS): anywhere
+/// else nobody can move time, and DescribeInterface never lists it.
+#[test]
+fn only_a_test_daemon_lets_a_client_move_its_clock() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    for params in [json!({"ms": 1000}), json!({"bogus": true})] {
+        let err = c.error("AdvanceClock", params);
+        assert_error(&err, -32601, "method_not_found");
+    }
+    let described = c.result("DescribeInterface", json!({}));
+    assert!(!described.to_string().contains("AdvanceClock"));
+
+    let mut test = Daemon::start_on_test_clock();
+    let before = test.client().result("Health", json!({}));
+    let moved = test.advance_clock(90_000);
+    assert_eq!(moved["monotonic_ms"], 90_000, "{moved}");
+    assert!(test.log().contains("BATON_TEST_CLOCK_MS is set"));
+    let after = test.client().result("Health", json!({}));
+    assert!(
+        after["uptime_secs"].as_u64().unwrap() >= before["uptime_secs"].as_u64().unwrap() + 90,
+        "{before} {after}"
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 
-use baton::clock::SystemClock;
+use baton::clock::{Clock, ManualClock, SystemClock};
 use baton::config::{Config, Flags};
 
 /// Baton: the local coordination daemon for multi-agent AI systems.
@@ -44,7 +44,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(baton::server::run(config, Arc::new(SystemClock::new()))) {
+    let clock: Arc<dyn Clock> = match config.test_clock_ms {
+        Some(wall_ms) => {
+            tracing::warn!(
+                wall_ms,
+                "BATON_TEST_CLOCK_MS is set: time stands still until a client calls AdvanceClock; leases never expire by themselves. This is for tests only"
+            );
+            Arc::new(ManualClock::new(wall_ms))
+        }
+        None => Arc::new(SystemClock::new()),
+    };
+    match runtime.block_on(baton::server::run(config, clock)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("batond: {err}");

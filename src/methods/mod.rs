@@ -384,6 +384,11 @@ macro_rules! registry {
                     return Ok((<$method as Method>::NAME, params.plan(cx)?));
                 }
             )*
+            if method == <system::AdvanceClockParams as Method>::NAME && cx.app.clock.as_manual().is_some() {
+                // Only a daemon started for tests (on a manual clock) knows this method.
+                let params = parse::<system::AdvanceClockParams>(cx.raw_params)?;
+                return Ok((<system::AdvanceClockParams as Method>::NAME, params.plan(cx)?));
+            }
             Err(Error::MethodNotFound { method: method.to_string(), known: METHOD_NAMES })
         }
 

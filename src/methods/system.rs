@@ -1,4 +1,5 @@
-//! DescribeInterface, Health and Metrics.
+//! DescribeInterface, Health and Metrics; and AdvanceClock, which only a daemon started
+//! for tests (`BATON_TEST_CLOCK_MS`) serves.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use crate::error::Result;
 use crate::metrics::MethodFigures;
 use crate::store::{journal, state};
 
-use super::{read, ready, Ctx, Method, MethodDescription, Plan};
+use super::{read, ready, write, Ctx, Method, MethodDescription, Plan};
 
 /// The protocol name DescribeInterface reports.
 pub const PROTOCOL: &str = "baton-jsonl-v1";
@@ -158,6 +159,8 @@ pub struct LockFigures {
     pub live: u64,
     /// Requests queued in AcquireResourceLock with `wait_ms`.
     pub waiting: u64,
+    /// WaitResourceLock requests waiting for a key to become free.
+    pub watching: u64,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -225,6 +228,9 @@ impl Method for MetricsParams {
                     waiting: stats
                         .lock_waiters
                         .load(std::sync::atomic::Ordering::Relaxed),
+                    watching: stats
+                        .lock_watchers
+                        .load(std::sync::atomic::Ordering::Relaxed),
                 },
                 tasks,
                 nodes,
@@ -278,5 +284,48 @@ mod tests {
         let table: Vec<(i64, &str)> = error_table().iter().map(|e| (e.code, e.kind)).collect();
         let from_type: Vec<(i64, &str)> = samples.iter().map(|e| (e.code(), e.kind())).collect();
         assert_eq!(table, from_type);
+    }
+}
+
+/// Moves a test daemon's manual clock forward. Not in DescribeInterface: a daemon on the
+/// real clock answers it as an unknown method.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceClockParams {
+    /// How far to move the clock, in milliseconds.
+    pub ms: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct AdvanceClockResult {
+    /// The clock's wall time after the move.
+    pub now: String,
+    /// Milliseconds the clock has moved since the daemon started.
+    pub monotonic_ms: u64,
+}
+
+impl Method for AdvanceClockParams {
+    const NAME: &'static str = "AdvanceClock";
+    const SUMMARY: &'static str =
+        "Tests only: move the manual clock forward, then answer once what came due has ended.";
+    type Output = AdvanceClockResult;
+
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let clock = cx.app.clock.clone();
+        let Some(manual) = clock.as_manual() else {
+            return Err(crate::error::Error::MethodNotFound {
+                method: Self::NAME.into(),
+                known: super::METHOD_NAMES,
+            });
+        };
+        manual.advance(std::time::Duration::from_millis(self.ms));
+        // A write: the writer ends every lease and wait that came due before it applies
+        // any batch, so the answer comes after their effects.
+        write::<Self>(cx, None, move |_| {
+            Ok(AdvanceClockResult {
+                now: crate::clock::format_ms(clock.wall_ms()),
+                monotonic_ms: clock.monotonic().as_millis() as u64,
+            })
+        })
     }
 }

@@ -239,7 +239,7 @@ async fn sweep_expired_locks(app: Arc<App>) {
                 let now = app.clock.monotonic();
                 if at > now {
                     tokio::select! {
-                        _ = tokio::time::sleep(at - now) => {}
+                        _ = app.clock.sleep_until(at) => {}
                         changed = next.changed() => if changed.is_err() { return },
                     }
                     continue;

@@ -97,9 +97,9 @@ pub struct WriterStats {
     pub writes: AtomicU64,
     pub max_batch: AtomicU64,
     pub failed_commits: AtomicU64,
-    pub queued: AtomicU64,
     pub live_locks: AtomicU64,
     pub lock_waiters: AtomicU64,
+    pub lock_watchers: AtomicU64,
     pub node_waiters: AtomicU64,
     /// Why the last commit failed, until one succeeds (Health reports it).
     pub commit_failure: std::sync::Mutex<Option<String>>,
@@ -234,10 +234,7 @@ impl Writer {
 
     fn submit(&self, job: Job) -> Result<()> {
         match self.jobs.try_send(Message::Job(job)) {
-            Ok(()) => {
-                self.stats.queued.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => Err(Error::Overloaded),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(shutting_down()),
         }
@@ -474,6 +471,9 @@ impl WriterLoop {
         self.stats
             .lock_waiters
             .store(self.locks.waiting() as u64, Ordering::Relaxed);
+        self.stats
+            .lock_watchers
+            .store(self.locks.watching() as u64, Ordering::Relaxed);
         self.stats
             .node_waiters
             .store(self.tasks.waiting() as u64, Ordering::Relaxed);

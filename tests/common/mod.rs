@@ -16,6 +16,8 @@ pub struct Daemon {
     child: Option<Child>,
     args: Vec<String>,
     log: Log,
+    /// The wall time (epoch ms) of the manual clock, when the daemon runs on one.
+    test_clock_ms: Option<i64>,
 }
 
 impl Daemon {
@@ -25,17 +27,53 @@ impl Daemon {
 
     /// Starts batond with `--home <tempdir>/home` plus `args`.
     pub fn start_with(args: &[&str]) -> Daemon {
+        Daemon::launch(args, None)
+    }
+
+    /// Starts batond on a manual clock (`BATON_TEST_CLOCK_MS`, from the real time now):
+    /// nothing expires until [`Daemon::advance_clock`] moves it.
+    pub fn start_on_test_clock() -> Daemon {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as i64;
+        Daemon::launch(&[], Some(now))
+    }
+
+    fn launch(args: &[&str], test_clock_ms: Option<i64>) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut daemon = Daemon {
             dir,
             child: None,
             args: args.iter().map(|s| s.to_string()).collect(),
             log: Log::default(),
+            test_clock_ms,
         };
         daemon
             .spawn()
             .unwrap_or_else(|log| panic!("batond did not start:\n{log}"));
         daemon
+    }
+
+    /// Moves the manual clock `ms` forward; returns once the daemon has ended what came
+    /// due (AdvanceClock answers after the writer has run).
+    pub fn advance_clock(&mut self, ms: u64) -> Value {
+        let clock = self
+            .test_clock_ms
+            .as_mut()
+            .expect("started on the test clock");
+        *clock += ms as i64;
+        self.client().result("AdvanceClock", json!({ "ms": ms }))
+    }
+
+    /// Starts the daemon again (the previous one must have exited) as if it had been down
+    /// for `ms`: its manual clock resumes that much later.
+    pub fn restart_later(&mut self, ms: u64) {
+        *self
+            .test_clock_ms
+            .as_mut()
+            .expect("started on the test clock") += ms as i64;
+        self.restart();
     }
 
     pub fn command(&self) -> Command {
@@ -48,9 +86,13 @@ impl Daemon {
             .env("BATON_ENV_FILE", self.dir.path().join("absent.env"))
             .env_remove("BATON_SOCKET_PATH")
             .env_remove("BATON_DATABASE_URL")
+            .env_remove("BATON_TEST_CLOCK_MS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if let Some(ms) = self.test_clock_ms {
+            cmd.env("BATON_TEST_CLOCK_MS", ms.to_string());
+        }
         cmd
     }
 

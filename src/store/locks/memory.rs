@@ -143,6 +143,10 @@ impl LockState {
         self.waiters.values().map(VecDeque::len).sum()
     }
 
+    pub fn watching(&self) -> usize {
+        self.watchers.values().map(Vec::len).sum()
+    }
+
     /// Drops stale heap entries (left by heartbeats) once they outnumber the live ones.
     pub(super) fn compact(&mut self) {
         let live = self.leases.len()
