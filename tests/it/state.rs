@@ -1,9 +1,7 @@
 //! Versioned state: Get, Set, Delete, List, History, Txn, ClearNamespace, Export, and
 //! idempotency keys, against a real daemon.
 
-mod common;
-
-use common::{assert_error, u64s, Daemon};
+use crate::common::{assert_error, u64s, Daemon};
 use serde_json::{json, Value};
 
 #[test]

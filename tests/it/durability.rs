@@ -1,13 +1,11 @@
 //! Concurrency and durability: optimistic increments from many clients, restarts, and
 //! `kill -9` while clients stream acknowledged writes.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 
-use common::Daemon;
+use crate::common::Daemon;
 use serde_json::json;
 
 #[test]

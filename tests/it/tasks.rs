@@ -1,11 +1,9 @@
 //! DAG tasks against a real daemon: validation, concurrent workers, leases, retries,
 //! rollback, cancellation, waiting, dependency results, agentd-style aliases.
 
-mod common;
-
 use std::collections::HashSet;
 
-use common::{assert_error, Client, Daemon};
+use crate::common::{assert_error, Client, Daemon};
 use serde_json::{json, Value};
 
 fn register(c: &mut Client, nodes: Value) -> Value {

@@ -1,9 +1,7 @@
 //! Resource locks against a real daemon: leases, canonical keys, dir/file conflicts,
 //! fencing, fair waiting, expiry, release on disconnect, and their journal events.
 
-mod common;
-
-use common::{assert_error, u64s, Client, Daemon};
+use crate::common::{assert_error, u64s, Client, Daemon};
 use serde_json::{json, Value};
 
 fn acquire(client: &mut Client, key: &str, owner: &str) -> Value {

@@ -1,9 +1,7 @@
 //! The wire itself: framing, every error code, ids, pipelining, the journal, and the
 //! system methods.
 
-mod common;
-
-use common::{assert_error, u64s, Daemon};
+use crate::common::{assert_error, u64s, Daemon};
 use serde_json::{json, Value};
 
 /// Each bad line gets its own code and changes nothing.
@@ -240,7 +238,7 @@ fn read_events_filters_and_pages() {
     c.result("Delete", json!({"namespace": "app", "key": "cfg/a"})); // 5
     c.result("Publish", json!({"topic": "deploy", "payload": 1})); // 6
 
-    let seqs = |c: &mut common::Client, params: Value| -> Vec<u64> {
+    let seqs = |c: &mut crate::common::Client, params: Value| -> Vec<u64> {
         u64s(&c.result("ReadEvents", params)["events"], "seq")
     };
     assert_eq!(seqs(&mut c, json!({"since_seq": 3})), [4, 5, 6]);

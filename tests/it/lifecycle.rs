@@ -1,11 +1,9 @@
 //! Start-up and shutdown: file modes, single instance, stale and foreign socket paths,
 //! SIGTERM, configuration layers, and a database newer than the binary.
 
-mod common;
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
-use common::Daemon;
+use crate::common::Daemon;
 use serde_json::json;
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -189,14 +187,14 @@ fn environment_and_env_file_configure_the_daemon_flags_win() {
     let stderr = child.stderr.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stderr));
     assert!(lines.any(|l| l.unwrap().contains("listening on")));
-    let mut c = common::Client::connect(&socket);
+    let mut c = crate::common::Client::connect(&socket);
     // 16 from the environment beats 8 from the env file.
     assert_eq!(c.set("n", "k", json!("123456789012"))["version"], 1);
     let err = c.error(
         "Set",
         json!({"namespace": "n", "key": "k", "value": "12345678901234567890"}),
     );
-    common::assert_error(&err, 413, "value_too_large");
+    crate::common::assert_error(&err, 413, "value_too_large");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
 }

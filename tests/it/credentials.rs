@@ -1,9 +1,7 @@
 //! Credentials against a real daemon: lease ids appear only in the answer that created
 //! them, and CommitEvent refuses leases that are not live.
 
-mod common;
-
-use common::{assert_error, Client, Daemon};
+use crate::common::{assert_error, Client, Daemon};
 use serde_json::{json, Value};
 
 fn acquire(c: &mut Client, params: Value) -> Value {

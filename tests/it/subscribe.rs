@@ -1,9 +1,7 @@
 //! Subscriptions against a real daemon: replay then live, no gap and no duplicate under
 //! concurrent writes, filters, Unsubscribe, and the 416 answer.
 
-mod common;
-
-use common::{assert_error, Client, Daemon};
+use crate::common::{assert_error, Client, Daemon};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -124,7 +122,10 @@ fn compaction_answers_older_reads_with_416_and_keeps_records() {
         assert_eq!(err["data"]["oldest_seq"], 6, "{err}");
     }
     let rest = c.result("ReadEvents", json!({"since_seq": 5}));
-    assert_eq!(common::u64s(&rest["events"], "seq"), vec![6, 7, 8, 9, 10]);
+    assert_eq!(
+        crate::common::u64s(&rest["events"], "seq"),
+        vec![6, 7, 8, 9, 10]
+    );
     let err = c.error("Subscribe", json!({"since_seq": 2}));
     assert_error(&err, 416, "compacted");
     assert_eq!(err["data"]["oldest_seq"], 6);
@@ -162,7 +163,7 @@ fn compaction_answers_older_reads_with_416_and_keeps_records() {
     assert_eq!(metrics["journal"]["length"], 0);
     c.set("n", "after", json!(1));
     let next = c.result("ReadEvents", json!({"since_seq": 10}));
-    assert_eq!(common::u64s(&next["events"], "seq"), vec![11]);
+    assert_eq!(crate::common::u64s(&next["events"], "seq"), vec![11]);
 }
 
 /// A subscriber that stops reading does not hold up writers or grow the daemon's memory:
@@ -222,7 +223,7 @@ fn a_subscriber_that_stops_reading_is_ended_with_where_to_resume() {
 fn renewals_and_compaction_leave_the_head_where_it_was() {
     let daemon = Daemon::start();
     let mut c = daemon.client();
-    let head = |c: &mut common::Client| {
+    let head = |c: &mut crate::common::Client| {
         c.result("Metrics", json!({}))["journal"]["head_seq"]
             .as_u64()
             .unwrap()

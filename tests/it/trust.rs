@@ -3,8 +3,6 @@
 //! database), how it answers signals and a bounded shutdown, what Health and Metrics report
 //! about failing storage and accept errors, and reads that are snapshots.
 
-mod common;
-
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -12,7 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Client, Daemon, Log};
+use crate::common::{Client, Daemon, Log};
 use serde_json::json;
 
 /// Long enough for anything that should happen to happen on a loaded machine; a test that
@@ -688,7 +686,7 @@ fn a_database_damaged_while_serving_answers_503_and_health_says_so() {
     damage_the_middle(&home.join("baton.db"));
     // Export reads every record page, so it meets the damage.
     let err = c.error("Export", json!({}));
-    common::assert_error(&err, 503, "unavailable");
+    crate::common::assert_error(&err, 503, "unavailable");
     let message = err["message"].as_str().unwrap();
     assert!(message.contains("damaged"), "{err}");
     assert!(message.contains("restore"), "says what to do: {err}");
@@ -747,7 +745,7 @@ fn health_reports_failing_commits() {
         }
     }
     let err = failed.expect("the writes outgrew the file size limit");
-    common::assert_error(&err, 503, "unavailable");
+    crate::common::assert_error(&err, 503, "unavailable");
     let health = c.result("Health", json!({}));
     assert_eq!(health["status"], "degraded", "{health}");
     assert_eq!(health["database"], "failing", "{health}");

@@ -7,12 +7,10 @@
 //! Answers are compared as raw response text: a parse into `serde_json::Value` would
 //! itself round floats and sort keys.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
-use common::{assert_error, Daemon};
+use crate::common::{assert_error, Daemon};
 use serde_json::Value;
 
 /// A line client that keeps answers as the text the daemon wrote.

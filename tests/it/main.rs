@@ -1,0 +1,17 @@
+//! The integration tests, one crate so the suite links once. Each test starts the real
+//! `batond` binary in a fresh temporary directory (`common::Daemon`) and talks to it over
+//! its socket, as users do.
+
+mod common;
+
+mod credentials;
+mod durability;
+mod layering;
+mod lifecycle;
+mod locks;
+mod state;
+mod subscribe;
+mod tasks;
+mod trust;
+mod values;
+mod wire;
