@@ -13,6 +13,13 @@ use crate::protocol::journal::{Event, EventFilter};
 
 use super::writer::WriteCtx;
 
+/// The columns [`event_from_row`] reads, in its order.
+macro_rules! event_columns {
+    () => {
+        "seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data"
+    };
+}
+
 /// An event about to be appended; `seq` is the revision of the change it records.
 #[derive(Default)]
 pub struct NewEvent<'a> {
@@ -78,10 +85,12 @@ pub fn read(
     max_bytes: usize,
 ) -> Result<(Vec<Event>, u64)> {
     let head = head_seq(conn)?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
-         WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4 + 0",
-    )?;
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events
+         WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4 + 0"
+    ))?;
     let mut rows = stmt.query(params![since_seq, head, filter.task_id, SCAN_BUDGET])?;
     let mut events = Vec::new();
     let mut bytes = 0;
@@ -91,30 +100,16 @@ pub fn read(
         scanned += 1;
         let seq: u64 = row.get(0)?;
         last_examined = seq;
-        let kind: String = row.get(1)?;
-        let namespace: Option<String> = row.get(4)?;
-        let key: Option<String> = row.get(5)?;
-        let resource_key: Option<String> = row.get(6)?;
-        if !filter.matches(
-            &kind,
-            namespace.as_deref(),
-            key.as_deref(),
-            resource_key.as_deref(),
-        ) {
+        let text = |i: usize| -> Result<Option<&str>> {
+            Ok(row
+                .get_ref(i)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?)
+        };
+        if !filter.matches(text(1)?.unwrap_or(""), text(4)?, text(5)?, text(6)?) {
             continue;
         }
-        events.push(Event {
-            seq,
-            kind,
-            at: format_ms(row.get(2)?),
-            actor: row.get(3)?,
-            namespace,
-            key,
-            resource_key,
-            task_id: row.get(7)?,
-            node_id: row.get(8)?,
-            data: RawValue::from_string(row.get(9)?)?,
-        });
+        events.push(event_from_row(row)?);
         bytes += events.last().map_or(0, |e| e.data.get().len());
         if events.len() as u64 >= limit || bytes >= max_bytes {
             return Ok((events, seq));
@@ -139,28 +134,34 @@ pub fn recent_for_task(
     task_id: &str,
     limit: u64,
 ) -> Result<VecDeque<(i64, Arc<RawValue>)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data FROM events
-         WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0",
-    )?;
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT ",
+        event_columns!(),
+        " FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0"
+    ))?;
     let mut rows = stmt.query(params![task_id, limit])?;
     let mut events = VecDeque::new();
     while let Some(row) = rows.next()? {
-        let event = Event {
-            seq: row.get(0)?,
-            kind: row.get(1)?,
-            at: format_ms(row.get(2)?),
-            actor: row.get(3)?,
-            namespace: row.get(4)?,
-            key: row.get(5)?,
-            resource_key: row.get(6)?,
-            task_id: row.get(7)?,
-            node_id: row.get(8)?,
-            data: RawValue::from_string(row.get(9)?)?,
-        };
+        let event = event_from_row(row)?;
         events.push_front((event.seq as i64, serialized(&event)?));
     }
     Ok(events)
+}
+
+/// An event as stored, from a row of `event_columns!()`.
+fn event_from_row(row: &rusqlite::Row<'_>) -> Result<Event> {
+    Ok(Event {
+        seq: row.get(0)?,
+        kind: row.get(1)?,
+        at: format_ms(row.get(2)?),
+        actor: row.get(3)?,
+        namespace: row.get(4)?,
+        key: row.get(5)?,
+        resource_key: row.get(6)?,
+        task_id: row.get(7)?,
+        node_id: row.get(8)?,
+        data: RawValue::from_string(row.get(9)?)?,
+    })
 }
 
 /// An event as it is sent, for the in-memory copy of a task's recent events.
