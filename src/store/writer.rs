@@ -72,7 +72,34 @@ pub struct WriteCtx<'a> {
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
 }
 
-impl WriteCtx<'_> {
+/// What the writer keeps in memory across batches, and lends each mutation.
+struct Memory {
+    revision: i64,
+    locks: LockState,
+    tasks: TaskState,
+}
+
+impl<'a> WriteCtx<'a> {
+    fn new(
+        conn: &'a Connection,
+        memory: &'a mut Memory,
+        now_ms: i64,
+        mono_now: Duration,
+        reply: &'a mut Option<ReplyTx>,
+        deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
+    ) -> WriteCtx<'a> {
+        WriteCtx {
+            conn,
+            revision: &mut memory.revision,
+            now_ms,
+            mono_now,
+            locks: &mut memory.locks,
+            tasks: &mut memory.tasks,
+            reply,
+            deferred,
+        }
+    }
+
     /// Takes this request's reply channel, to answer it later (after a wait).
     pub fn take_reply(&mut self) -> Option<ReplyTx> {
         self.reply.take()
@@ -161,10 +188,12 @@ impl Writer {
             conn,
             clock,
             stats: stats.clone(),
-            revision,
+            memory: Memory {
+                revision,
+                locks: LockState::default(),
+                tasks: TaskState::default(),
+            },
             last_purge_ms: 0,
-            locks: LockState::default(),
-            tasks: TaskState::default(),
             deadline_tx,
             head_tx,
         };
@@ -257,10 +286,8 @@ struct WriterLoop {
     conn: Connection,
     clock: Arc<dyn Clock>,
     stats: Arc<WriterStats>,
-    revision: i64,
+    memory: Memory,
     last_purge_ms: i64,
-    locks: LockState,
-    tasks: TaskState,
     deadline_tx: watch::Sender<Option<Duration>>,
     head_tx: watch::Sender<u64>,
 }
@@ -306,7 +333,7 @@ impl WriterLoop {
     }
 
     fn next_deadline(&mut self) -> Option<Duration> {
-        earliest(&mut self.locks, &mut self.tasks)
+        earliest(&mut self.memory.locks, &mut self.memory.tasks)
     }
 
     /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
@@ -318,29 +345,27 @@ impl WriterLoop {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut deferred = Vec::new();
         let mut no_reply = None;
-        let mut ctx = WriteCtx {
-            conn: &tx,
-            revision: &mut self.revision,
+        let mut ctx = WriteCtx::new(
+            &tx,
+            &mut self.memory,
             now_ms,
             mono_now,
-            locks: &mut self.locks,
-            tasks: &mut self.tasks,
-            reply: &mut no_reply,
-            deferred: &mut deferred,
-        };
+            &mut no_reply,
+            &mut deferred,
+        );
         locks::recover(&mut ctx)?;
         tasks::recover(&mut ctx)?;
         tx.execute(
             "UPDATE meta SET value = ?1 WHERE name = 'revision'",
-            [self.revision],
+            [self.memory.revision],
         )?;
         tx.commit()?;
         let next = self.next_deadline();
         self.deadline_tx.send_replace(next);
-        self.head_tx.send_replace(self.revision as u64);
+        self.head_tx.send_replace(self.memory.revision as u64);
         self.stats
             .live_locks
-            .store(self.locks.live() as u64, Ordering::Relaxed);
+            .store(self.memory.locks.live() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -360,8 +385,8 @@ impl WriterLoop {
                 }
             }
         }
-        let mut waits = self.locks.cancel_waits();
-        waits.extend(self.tasks.cancel_waits());
+        let mut waits = self.memory.locks.cancel_waits();
+        waits.extend(self.memory.tasks.cancel_waits());
         for (reply, answer) in waits {
             let _ = reply.send(answer);
         }
@@ -378,7 +403,7 @@ impl WriterLoop {
     }
 
     fn run_batch(&mut self, batch: &mut Vec<Job>) {
-        let start_revision = self.revision;
+        let start_revision = self.memory.revision;
         let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
         let n_jobs = batch.len();
@@ -418,7 +443,7 @@ impl WriterLoop {
             Err(err) => {
                 tracing::error!(%err, "commit failed; every request in the batch is answered 503");
                 self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
-                self.revision = start_revision;
+                self.memory.revision = start_revision;
                 lock_state_suspect = true;
                 let failure = match err {
                     Error::Internal(msg) => Error::Unavailable(format!(
@@ -449,7 +474,7 @@ impl WriterLoop {
             }
         }
         batch.clear();
-        let head = self.revision as u64;
+        let head = self.memory.revision as u64;
         self.head_tx.send_if_modified(|current| {
             let changed = *current != head;
             *current = head;
@@ -457,26 +482,26 @@ impl WriterLoop {
         });
         if lock_state_suspect {
             // Memory may have run ahead of what was rolled back: rebuild it from the table.
-            if let Err(err) = self.locks.reload(&self.conn, now_ms, mono_now) {
+            if let Err(err) = self.memory.locks.reload(&self.conn, now_ms, mono_now) {
                 tracing::error!(%err, "cannot reload lock state after a failed write");
             }
-            if let Err(err) = self.tasks.reload(&self.conn, now_ms, mono_now) {
+            if let Err(err) = self.memory.tasks.reload(&self.conn, now_ms, mono_now) {
                 tracing::error!(%err, "cannot reload node leases after a failed write");
             }
         }
         // Figures first: a client that reads Metrics after its answer sees this batch.
         self.stats
             .live_locks
-            .store(self.locks.live() as u64, Ordering::Relaxed);
+            .store(self.memory.locks.live() as u64, Ordering::Relaxed);
         self.stats
             .lock_waiters
-            .store(self.locks.waiting() as u64, Ordering::Relaxed);
+            .store(self.memory.locks.waiting() as u64, Ordering::Relaxed);
         self.stats
             .lock_watchers
-            .store(self.locks.watching() as u64, Ordering::Relaxed);
+            .store(self.memory.locks.watching() as u64, Ordering::Relaxed);
         self.stats
             .node_waiters
-            .store(self.tasks.waiting() as u64, Ordering::Relaxed);
+            .store(self.memory.tasks.waiting() as u64, Ordering::Relaxed);
         for (reply, result) in answers {
             if let Some(reply) = reply {
                 let _ = reply.send(result);
@@ -504,21 +529,20 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        let start_revision = self.revision;
+        let start_revision = self.memory.revision;
         let tx = BatchTx::begin(&self.conn)?;
         // Leases and waits that are due end first, so no request sees a dead holder.
-        if earliest(&mut self.locks, &mut self.tasks).is_some_and(|at| at <= mono_now) {
+        if earliest(&mut self.memory.locks, &mut self.memory.tasks).is_some_and(|at| at <= mono_now)
+        {
             let mut no_reply = None;
-            let mut ctx = WriteCtx {
-                conn: &tx,
-                revision: &mut self.revision,
+            let mut ctx = WriteCtx::new(
+                &tx,
+                &mut self.memory,
                 now_ms,
                 mono_now,
-                locks: &mut self.locks,
-                tasks: &mut self.tasks,
-                reply: &mut no_reply,
+                &mut no_reply,
                 deferred,
-            };
+            );
             if let Err(err) = locks::expire_due(&mut ctx).and_then(|()| tasks::expire_due(&mut ctx))
             {
                 *lock_state_suspect = true;
@@ -532,24 +556,22 @@ impl WriterLoop {
                 Work::Write { idempotency, apply } => {
                     // Cached statements: a savepoint per request costs two cheap steps.
                     tx.prepare_cached("SAVEPOINT request")?.execute([])?;
-                    let before = self.revision;
+                    let before = self.memory.revision;
                     let deferred_before = deferred.len();
-                    self.tasks.begin_request();
-                    let mut ctx = WriteCtx {
-                        conn: &tx,
-                        revision: &mut self.revision,
+                    self.memory.tasks.begin_request();
+                    let mut ctx = WriteCtx::new(
+                        &tx,
+                        &mut self.memory,
                         now_ms,
                         mono_now,
-                        locks: &mut self.locks,
-                        tasks: &mut self.tasks,
-                        reply: &mut reply,
+                        &mut reply,
                         deferred,
-                    };
+                    );
                     let result = idempotency::apply(&mut ctx, idempotency.as_ref(), apply);
                     if let Err(err) = &result {
                         // Undo whatever the refused request wrote.
-                        self.revision = before;
-                        self.tasks.request_rolled_back();
+                        self.memory.revision = before;
+                        self.memory.tasks.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
                         tx.prepare_cached("ROLLBACK TO request")?.execute([])?;
                         // What it granted others (a waiter handed the lock it freed) was
@@ -581,9 +603,9 @@ impl WriterLoop {
             idempotency::purge_expired(&tx, now_ms)?;
             self.last_purge_ms = now_ms;
         }
-        if self.revision != start_revision {
+        if self.memory.revision != start_revision {
             tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
-                .execute([self.revision])?;
+                .execute([self.memory.revision])?;
         }
         Ok(tx.commit()?)
     }
