@@ -232,10 +232,6 @@ impl TaskState {
         self.recent.remove(task_id);
     }
 
-    pub fn running(&self) -> usize {
-        self.leases.len()
-    }
-
     /// Rebuilds the lease map from the table after a write was rolled back.
     pub fn reload(&mut self, conn: &Connection, now_ms: i64, mono_now: Duration) -> Result<()> {
         let rows: Vec<(String, String, String, i64)> = conn
