@@ -121,8 +121,13 @@ class AsyncClient:
         r = await self.call("List", _common.drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after))
         return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
 
-    async def history(self, namespace: str, key: str, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        r = await self.call("History", _common.drop_none(namespace=namespace, key=key, limit=limit))
+    async def history(
+        self, namespace: str, key: str, *, limit: Optional[int] = None, before_version: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """Every version of a key, newest first."""
+        r = await self.call(
+            "History", _common.drop_none(namespace=namespace, key=key, limit=limit, before_version=before_version)
+        )
         return list(r["history"])
 
     async def txn(
