@@ -29,8 +29,9 @@ async def _resolve(value: MaybeAwaitable) -> Any:
 
 class AsyncClient:
     """A connection to batond for asyncio code. Calls from many tasks share the one
-    connection and are pipelined (answers come back in request order). A call with
-    `wait_ms` holds later answers until it ends: give a waiting worker its own client."""
+    connection and are pipelined (answers come back in request order), which is why
+    there is no `pipeline()`: `asyncio.gather` the calls. A call with `wait_ms` (or
+    `wait_lock`) holds later answers until it ends: give a waiting worker its own client."""
 
     def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None) -> None:
         self.socket_path = _common.socket_path(socket_path)
@@ -212,6 +213,12 @@ class AsyncClient:
         r = await self.call("ListResourceLocks", _common.list_locks_params(prefix=prefix, owner=owner))
         return list(r["locks"])
 
+    async def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
+        """Waits up to `timeout_ms` until the key is free, without taking it: status
+        available (with `previous`) or timeout (with `held_by`). Later answers on this
+        client wait behind it: give it a client of its own."""
+        return await self._dict("WaitResourceLock", _common.wait_lock_params(resource_key, timeout_ms))
+
     def lock(
         self,
         resource_key: str,
@@ -251,8 +258,17 @@ class AsyncClient:
     async def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
         return await self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
 
+    async def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
+        """Records what the node did in the task's journal; answers {event_seq}."""
+        return await self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
+
     async def task_status(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("TaskStatus", {"task_id": task_id})
+
+    async def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Tasks, newest first; `status`: running, completed, failed or cancelled."""
+        r = await self.call("ListTasks", _common.list_tasks_params(status=status, limit=limit))
+        return list(r["tasks"])
 
     async def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("CancelTask", {"task_id": task_id})
@@ -325,6 +341,10 @@ class AsyncClient:
 
     async def metrics(self) -> Dict[str, Any]:
         return await self._dict("Metrics")
+
+    async def describe(self) -> Dict[str, Any]:
+        """DescribeInterface: the protocol, every method with its schemas, the error codes."""
+        return await self._dict("DescribeInterface")
 
 
 class _Connection:

@@ -262,6 +262,9 @@ class Client:
         return list(self.call("ListResourceLocks", _common.list_locks_params(prefix=prefix, owner=owner))["locks"])
 
     def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
+        """Waits up to `timeout_ms` until the key is free, without taking it: status
+        available (with `previous`) or timeout (with `held_by`). Holds the connection
+        meanwhile: give it a client of its own."""
         return self._dict("WaitResourceLock", _common.wait_lock_params(resource_key, timeout_ms))
 
     def lock(
@@ -309,12 +312,14 @@ class Client:
         return self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
 
     def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
+        """Records what the node did in the task's journal; answers {event_seq}."""
         return self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
 
     def task_status(self, task_id: str) -> Dict[str, Any]:
         return self._dict("TaskStatus", {"task_id": task_id})
 
     def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Tasks, newest first; `status`: running, completed, failed or cancelled."""
         return list(self.call("ListTasks", _common.list_tasks_params(status=status, limit=limit))["tasks"])
 
     def cancel_task(self, task_id: str) -> Dict[str, Any]:
@@ -390,6 +395,7 @@ class Client:
         return self._dict("Metrics")
 
     def describe(self) -> Dict[str, Any]:
+        """DescribeInterface: the protocol, every method with its schemas, the error codes."""
         return self._dict("DescribeInterface")
 
 
