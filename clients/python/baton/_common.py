@@ -7,10 +7,10 @@ import os
 import random
 import socket
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BatonError, CompactedError, ConflictError, DaemonUnreachableError, LockBusyError, from_wire
-from .types import Event, Lease
+from .types import Event, Lease, Node
 
 
 def socket_path(explicit: "Optional[str | os.PathLike[str]]" = None) -> str:
@@ -56,24 +56,140 @@ def drop_none(**params: Any) -> Dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
+# -- request params ---------------------------------------------------------------------
+# Built here once for Client and AsyncClient. No defaults: a method that forgets to pass
+# one of its parameters on fails at once instead of silently not sending it.
+
+
+def set_params(
+    namespace: str,
+    key: str,
+    value: Any,
+    *,
+    expected_version: Optional[int],
+    updated_by: Optional[str],
+    idempotency_key: Optional[str],
+) -> Dict[str, Any]:
+    params = drop_none(
+        namespace=namespace,
+        key=key,
+        expected_version=expected_version,
+        updated_by=updated_by,
+        idempotency_key=idempotency_key,
+    )
+    params["value"] = value  # a null value is a value: never dropped
+    return params
+
+
+def delete_params(
+    namespace: str, key: str, *, expected_version: Optional[int], updated_by: Optional[str]
+) -> Dict[str, Any]:
+    return drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by)
+
+
+def list_params(
+    namespace: str, *, prefix: Optional[str], limit: Optional[int], after: Optional[str]
+) -> Dict[str, Any]:
+    return drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after)
+
+
+def history_params(
+    namespace: str, key: str, *, limit: Optional[int], before_version: Optional[int]
+) -> Dict[str, Any]:
+    return drop_none(namespace=namespace, key=key, limit=limit, before_version=before_version)
+
+
+def txn_params(
+    compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str]
+) -> Dict[str, Any]:
+    return drop_none(compare=compare, ops=ops, updated_by=updated_by)
+
+
 def lock_params(
     resource_key: str,
-    owner: str,
+    owner: Optional[str],
+    *,
     ttl_secs: Optional[int],
     wait_ms: Optional[int],
     metadata: Any,
     provider: Optional[str],
     release_on_disconnect: Optional[bool],
 ) -> Dict[str, Any]:
+    """AcquireResourceLock params; no owner means default_owner()."""
     return drop_none(
         resource_key=resource_key,
-        owner=owner,
+        owner=owner or default_owner(),
         ttl_secs=ttl_secs,
         wait_ms=wait_ms,
         metadata=metadata,
         provider=provider,
         release_on_disconnect=release_on_disconnect,
     )
+
+
+def heartbeat_lock_params(resource_key: str, lease_id: str, *, ttl_secs: Optional[int]) -> Dict[str, Any]:
+    return drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
+
+
+def release_lock_params(
+    resource_key: str, lease_id: str, *, outcome: Optional[str], moved_to: Optional[str], note: Optional[str]
+) -> Dict[str, Any]:
+    return drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note)
+
+
+def list_locks_params(*, prefix: Optional[str], owner: Optional[str]) -> Dict[str, Any]:
+    return drop_none(prefix=prefix, owner=owner)
+
+
+def wait_lock_params(resource_key: str, timeout_ms: int) -> Dict[str, Any]:
+    return {"resource_key": resource_key, "timeout_ms": timeout_ms}
+
+
+def register_task_params(goal: str, nodes: List[Dict[str, Any]], *, context: Any) -> Dict[str, Any]:
+    return drop_none(goal=goal, nodes=nodes, context=context)
+
+
+def acquire_node_params(
+    task_id: Optional[str], owner: Optional[str], *, ttl_secs: Optional[int], wait_ms: Optional[int]
+) -> Dict[str, Any]:
+    """AcquireNextNode params; no owner means default_owner()."""
+    return drop_none(task_id=task_id, lease_owner=owner or default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms)
+
+
+def _node_lease(node: Node) -> Dict[str, Any]:
+    return {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id}
+
+
+def heartbeat_node_params(node: Node, *, ttl_secs: Optional[int]) -> Dict[str, Any]:
+    return {**_node_lease(node), **drop_none(ttl_secs=ttl_secs)}
+
+
+def complete_node_params(node: Node, result: Any) -> Dict[str, Any]:
+    return {**_node_lease(node), "result": result}
+
+
+def fail_node_params(node: Node, error: Any, *, retry: bool) -> Dict[str, Any]:
+    return {**_node_lease(node), "error": error, "retry": retry}
+
+
+def commit_event_params(node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
+    return {**_node_lease(node), "action_type": action_type, "payload": payload}
+
+
+def list_tasks_params(*, status: Optional[str], limit: Optional[int]) -> Dict[str, Any]:
+    return drop_none(status=status, limit=limit)
+
+
+def read_events_params(since_seq: int, *, limit: Optional[int], filter: Dict[str, Any]) -> Dict[str, Any]:
+    return drop_none(since_seq=since_seq, limit=limit, **filter)
+
+
+def publish_params(topic: str, payload: Any, *, actor: Optional[str]) -> Dict[str, Any]:
+    return drop_none(topic=topic, payload=payload, actor=actor)
+
+
+def subscribe_params(since_seq: Optional[int], filter: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    return drop_none(since_seq=since_seq, filter=filter)
 
 
 def conflict_state(err: ConflictError) -> Tuple[Any, int]:
@@ -130,9 +246,7 @@ def release_params(lease: Lease, exc_type: Any, exc: Any) -> Dict[str, Any]:
     `abandoned` with the exception as the note when the block raised."""
     outcome = "abandoned" if exc_type is not None else lease.outcome
     note = lease.note or (f"{exc_type.__name__}: {exc}" if exc_type is not None else None)
-    return drop_none(
-        resource_key=lease.resource_key, lease_id=lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note
-    )
+    return release_lock_params(lease.resource_key, lease.lease_id, outcome=outcome, moved_to=lease.moved_to, note=note)
 
 
 def notification(line: bytes, last_seq: int) -> Tuple[Optional[Event], Optional[int]]:

@@ -29,8 +29,9 @@ async def _resolve(value: MaybeAwaitable) -> Any:
 
 class AsyncClient:
     """A connection to batond for asyncio code. Calls from many tasks share the one
-    connection and are pipelined (answers come back in request order). A call with
-    `wait_ms` holds later answers until it ends: give a waiting worker its own client."""
+    connection and are pipelined (answers come back in request order), which is why
+    there is no `pipeline()`: `asyncio.gather` the calls. A call with `wait_ms` (or
+    `wait_lock`) holds later answers until it ends: give a waiting worker its own client."""
 
     def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None) -> None:
         self.socket_path = _common.socket_path(socket_path)
@@ -97,38 +98,42 @@ class AsyncClient:
         updated_by: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> SetResult:
-        params = _common.drop_none(
-            namespace=namespace,
-            key=key,
+        params = _common.set_params(
+            namespace,
+            key,
+            value,
             expected_version=expected_version,
             updated_by=updated_by,
             idempotency_key=idempotency_key,
         )
-        params["value"] = value  # a null value is a value: never dropped
         return SetResult.from_wire(await self.call("Set", params))
 
     async def delete(
         self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
         return await self._dict(
-            "Delete",
-            _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
+            "Delete", _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by)
         )
 
     async def list(
         self, namespace: str, *, prefix: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None
     ) -> Page:
-        r = await self.call("List", _common.drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after))
+        r = await self.call("List", _common.list_params(namespace, prefix=prefix, limit=limit, after=after))
         return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
 
-    async def history(self, namespace: str, key: str, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        r = await self.call("History", _common.drop_none(namespace=namespace, key=key, limit=limit))
+    async def history(
+        self, namespace: str, key: str, *, limit: Optional[int] = None, before_version: Optional[int] = None
+    ) -> List[Dict[str, Any]]:
+        """Every version of a key, newest first."""
+        r = await self.call(
+            "History", _common.history_params(namespace, key, limit=limit, before_version=before_version)
+        )
         return list(r["history"])
 
     async def txn(
         self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
-        return await self._dict("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+        return await self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by))
 
     async def update(
         self,
@@ -172,13 +177,19 @@ class AsyncClient:
         return await self._dict(
             "AcquireResourceLock",
             _common.lock_params(
-                resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
+                resource_key,
+                owner,
+                ttl_secs=ttl_secs,
+                wait_ms=wait_ms,
+                metadata=metadata,
+                provider=provider,
+                release_on_disconnect=release_on_disconnect,
             ),
         )
 
     async def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
         return await self._dict(
-            "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
+            "HeartbeatResourceLock", _common.heartbeat_lock_params(resource_key, lease_id, ttl_secs=ttl_secs)
         )
 
     async def release_lock(
@@ -192,14 +203,21 @@ class AsyncClient:
     ) -> Dict[str, Any]:
         return await self._dict(
             "ReleaseResourceLock",
-            _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
+            _common.release_lock_params(resource_key, lease_id, outcome=outcome, moved_to=moved_to, note=note),
         )
 
     async def lock_status(self, resource_key: str) -> Dict[str, Any]:
         return await self._dict("ResourceLockStatus", {"resource_key": resource_key})
 
     async def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
-        return list((await self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner)))["locks"])
+        r = await self.call("ListResourceLocks", _common.list_locks_params(prefix=prefix, owner=owner))
+        return list(r["locks"])
+
+    async def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
+        """Waits up to `timeout_ms` until the key is free, without taking it: status
+        available (with `previous`) or timeout (with `held_by`). Later answers on this
+        client wait behind it: give it a client of its own."""
+        return await self._dict("WaitResourceLock", _common.wait_lock_params(resource_key, timeout_ms))
 
     def lock(
         self,
@@ -216,7 +234,7 @@ class AsyncClient:
     # -- tasks -----------------------------------------------------------------------
 
     async def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
-        return await self._dict("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+        return await self._dict("RegisterTask", _common.register_task_params(goal, nodes, context=context))
 
     async def acquire_node(
         self,
@@ -227,32 +245,30 @@ class AsyncClient:
         wait_ms: Optional[int] = None,
     ) -> Optional[Node]:
         r = await self.call(
-            "AcquireNextNode",
-            _common.drop_none(
-                task_id=task_id, lease_owner=owner or _common.default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms
-            ),
+            "AcquireNextNode", _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
         )
         return Node.from_wire(r) if r else None
 
     async def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return await self._dict(
-            "HeartbeatNode",
-            _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
-        )
+        return await self._dict("HeartbeatNode", _common.heartbeat_node_params(node, ttl_secs=ttl_secs))
 
     async def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return await self._dict(
-            "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
-        )
+        return await self._dict("CompleteNode", _common.complete_node_params(node, result))
 
     async def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
-        return await self._dict(
-            "FailNode",
-            {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
-        )
+        return await self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
+
+    async def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
+        """Records what the node did in the task's journal; answers {event_seq}."""
+        return await self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
 
     async def task_status(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("TaskStatus", {"task_id": task_id})
+
+    async def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Tasks, newest first; `status`: running, completed, failed or cancelled."""
+        r = await self.call("ListTasks", _common.list_tasks_params(status=status, limit=limit))
+        return list(r["tasks"])
 
     async def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("CancelTask", {"task_id": task_id})
@@ -303,11 +319,11 @@ class AsyncClient:
     async def read_events(
         self, since_seq: int = 0, *, limit: Optional[int] = None, **filter: Any
     ) -> Tuple[List[Event], int]:
-        r = await self.call("ReadEvents", _common.drop_none(since_seq=since_seq, limit=limit, **filter))
+        r = await self.call("ReadEvents", _common.read_events_params(since_seq, limit=limit, filter=filter))
         return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
 
     async def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
-        r = await self.call("Publish", _common.drop_none(topic=topic, payload=payload, actor=actor))
+        r = await self.call("Publish", _common.publish_params(topic, payload, actor=actor))
         return int(r["event_seq"])
 
     async def subscribe(
@@ -325,6 +341,10 @@ class AsyncClient:
 
     async def metrics(self) -> Dict[str, Any]:
         return await self._dict("Metrics")
+
+    async def describe(self) -> Dict[str, Any]:
+        """DescribeInterface: the protocol, every method with its schemas, the error codes."""
+        return await self._dict("DescribeInterface")
 
 
 class _Connection:
@@ -485,9 +505,8 @@ class AsyncSubscription:
     async def _subscribe(self, since_seq: Optional[int]) -> int:
         assert self._reader is not None and self._writer is not None
         self._next_id += 1
-        self._writer.write(
-            _common.encode(self._next_id, "Subscribe", _common.drop_none(since_seq=since_seq, filter=self._filter))
-        )
+        params = _common.subscribe_params(since_seq, self._filter)
+        self._writer.write(_common.encode(self._next_id, "Subscribe", params))
         await self._writer.drain()
         while True:
             line = await self._readline()

@@ -143,44 +143,41 @@ class Client:
     ) -> SetResult:
         """Writes a value. `expected_version`: None = last writer wins, 0 = create only,
         N = only if the stored version is N (else ConflictError with the current value)."""
-        params = _common.drop_none(
-            namespace=namespace,
-            key=key,
+        params = _common.set_params(
+            namespace,
+            key,
+            value,
             expected_version=expected_version,
             updated_by=updated_by,
             idempotency_key=idempotency_key,
         )
-        params["value"] = value  # a null value is a value: never dropped
         return SetResult.from_wire(self.call("Set", params))
 
     def delete(
         self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
         return self._dict(
-            "Delete",
-            _common.drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by),
+            "Delete", _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by)
         )
 
     def list(
         self, namespace: str, *, prefix: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None
     ) -> Page:
-        r = self.call("List", _common.drop_none(namespace=namespace, prefix=prefix, limit=limit, after=after))
+        r = self.call("List", _common.list_params(namespace, prefix=prefix, limit=limit, after=after))
         return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
 
     def history(
         self, namespace: str, key: str, *, limit: Optional[int] = None, before_version: Optional[int] = None
     ) -> List[Dict[str, Any]]:
         """Every version of a key, newest first."""
-        r = self.call(
-            "History", _common.drop_none(namespace=namespace, key=key, limit=limit, before_version=before_version)
-        )
+        r = self.call("History", _common.history_params(namespace, key, limit=limit, before_version=before_version))
         return list(r["history"])
 
     def txn(
         self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
     ) -> Dict[str, Any]:
         """All ops atomically if every compare holds, else ConflictError (`.failed`)."""
-        return self._dict("Txn", _common.drop_none(compare=compare, ops=ops, updated_by=updated_by))
+        return self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by))
 
     def update(
         self,
@@ -229,13 +226,19 @@ class Client:
         return self._dict(
             "AcquireResourceLock",
             _common.lock_params(
-                resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, provider, release_on_disconnect
+                resource_key,
+                owner,
+                ttl_secs=ttl_secs,
+                wait_ms=wait_ms,
+                metadata=metadata,
+                provider=provider,
+                release_on_disconnect=release_on_disconnect,
             ),
         )
 
     def heartbeat_lock(self, resource_key: str, lease_id: str, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
         return self._dict(
-            "HeartbeatResourceLock", _common.drop_none(resource_key=resource_key, lease_id=lease_id, ttl_secs=ttl_secs)
+            "HeartbeatResourceLock", _common.heartbeat_lock_params(resource_key, lease_id, ttl_secs=ttl_secs)
         )
 
     def release_lock(
@@ -249,17 +252,20 @@ class Client:
     ) -> Dict[str, Any]:
         return self._dict(
             "ReleaseResourceLock",
-            _common.drop_none(resource_key=resource_key, lease_id=lease_id, outcome=outcome, moved_to=moved_to, note=note),
+            _common.release_lock_params(resource_key, lease_id, outcome=outcome, moved_to=moved_to, note=note),
         )
 
     def lock_status(self, resource_key: str) -> Dict[str, Any]:
         return self._dict("ResourceLockStatus", {"resource_key": resource_key})
 
     def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
-        return list(self.call("ListResourceLocks", _common.drop_none(prefix=prefix, owner=owner))["locks"])
+        return list(self.call("ListResourceLocks", _common.list_locks_params(prefix=prefix, owner=owner))["locks"])
 
     def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
-        return self._dict("WaitResourceLock", {"resource_key": resource_key, "timeout_ms": timeout_ms})
+        """Waits up to `timeout_ms` until the key is free, without taking it: status
+        available (with `previous`) or timeout (with `held_by`). Holds the connection
+        meanwhile: give it a client of its own."""
+        return self._dict("WaitResourceLock", _common.wait_lock_params(resource_key, timeout_ms))
 
     def lock(
         self,
@@ -281,7 +287,7 @@ class Client:
 
     def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
         """`nodes`: [{id?, name?, dependencies: [...], payload?, max_attempts?}] -> {task_id, node_ids}."""
-        return self._dict("RegisterTask", _common.drop_none(goal=goal, nodes=nodes, context=context))
+        return self._dict("RegisterTask", _common.register_task_params(goal, nodes, context=context))
 
     def acquire_node(
         self,
@@ -292,47 +298,29 @@ class Client:
         wait_ms: Optional[int] = None,
     ) -> Optional[Node]:
         r = self.call(
-            "AcquireNextNode",
-            _common.drop_none(
-                task_id=task_id, lease_owner=owner or _common.default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms
-            ),
+            "AcquireNextNode", _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
         )
         return Node.from_wire(r) if r else None
 
     def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
-        return self._dict(
-            "HeartbeatNode",
-            _common.drop_none(task_id=node.task_id, node_id=node.node_id, lease_id=node.lease_id, ttl_secs=ttl_secs),
-        )
+        return self._dict("HeartbeatNode", _common.heartbeat_node_params(node, ttl_secs=ttl_secs))
 
     def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return self._dict(
-            "CompleteNode", {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "result": result}
-        )
+        return self._dict("CompleteNode", _common.complete_node_params(node, result))
 
     def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
-        return self._dict(
-            "FailNode",
-            {"task_id": node.task_id, "node_id": node.node_id, "lease_id": node.lease_id, "error": error, "retry": retry},
-        )
+        return self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
 
     def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
-        return self._dict(
-            "CommitEvent",
-            {
-                "task_id": node.task_id,
-                "node_id": node.node_id,
-                "lease_id": node.lease_id,
-                "action_type": action_type,
-                "payload": payload,
-            },
-        )
+        """Records what the node did in the task's journal; answers {event_seq}."""
+        return self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
 
     def task_status(self, task_id: str) -> Dict[str, Any]:
         return self._dict("TaskStatus", {"task_id": task_id})
 
     def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        return list(self.call("ListTasks", _common.drop_none(status=status, limit=limit))["tasks"])
+        """Tasks, newest first; `status`: running, completed, failed or cancelled."""
+        return list(self.call("ListTasks", _common.list_tasks_params(status=status, limit=limit))["tasks"])
 
     def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return self._dict("CancelTask", {"task_id": task_id})
@@ -386,11 +374,11 @@ class Client:
     def read_events(self, since_seq: int = 0, *, limit: Optional[int] = None, **filter: Any) -> Tuple[List[Event], int]:
         """Events after `since_seq` matching the filter (types, namespace, key_prefix,
         resource_prefix, task_id), and the seq to continue from."""
-        r = self.call("ReadEvents", _common.drop_none(since_seq=since_seq, limit=limit, **filter))
+        r = self.call("ReadEvents", _common.read_events_params(since_seq, limit=limit, filter=filter))
         return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
 
     def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
-        return int(self.call("Publish", _common.drop_none(topic=topic, payload=payload, actor=actor))["event_seq"])
+        return int(self.call("Publish", _common.publish_params(topic, payload, actor=actor))["event_seq"])
 
     def subscribe(self, filter: Optional[Dict[str, Any]] = None, since_seq: Optional[int] = None) -> "Subscription":
         """An iterator of Events on a connection of its own: stored matches after
@@ -407,6 +395,7 @@ class Client:
         return self._dict("Metrics")
 
     def describe(self) -> Dict[str, Any]:
+        """DescribeInterface: the protocol, every method with its schemas, the error codes."""
         return self._dict("DescribeInterface")
 
 
@@ -533,7 +522,7 @@ class Subscription:
 
     def _subscribe(self, since_seq: Optional[int]) -> int:
         self._next_id += 1
-        params = _common.drop_none(since_seq=since_seq, filter=self._filter)
+        params = _common.subscribe_params(since_seq, self._filter)
         self._sock.sendall(_common.encode(self._next_id, "Subscribe", params))
         while True:
             line = self._readline(None)
