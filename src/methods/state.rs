@@ -1,10 +1,14 @@
 //! Versioned state: Get, Set, Delete, List, History, Txn, ClearNamespace, Export.
-//! Params are checked here; the SQL lives in `store::state`.
+//! The rules are here: names and values checked, versions counted up per key, deletes
+//! leaving tombstones (so a re-created key continues its versions), compare-and-set and
+//! Txn compares, the 409 that carries what is stored, one journal event per write.
+//! Storage is reached only through `store::boundary` ([`Records`], the journal).
 
 use serde_json::value::RawValue;
 
+use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::store::state as sql;
+use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 use crate::store::WriteCtx;
 
 use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
@@ -39,10 +43,10 @@ pub fn check_value(field: &str, value: &RawValue, limits: &Limits) -> Result<()>
 
 // ---- reads ----
 
-pub fn get(conn: &rusqlite::Connection, p: GetParams) -> Result<GetResult> {
+pub fn get(records: &dyn Records, p: GetParams) -> Result<GetResult> {
     check_name("namespace", &p.namespace)?;
     check_name("key", &p.key)?;
-    let record = sql::get_live(conn, &p.namespace, &p.key)?;
+    let record = records.live(&p.namespace, &p.key)?;
     Ok(GetResult {
         found: record.is_some(),
         namespace: p.namespace,
@@ -51,11 +55,10 @@ pub fn get(conn: &rusqlite::Connection, p: GetParams) -> Result<GetResult> {
     })
 }
 
-pub fn list(conn: &rusqlite::Connection, p: ListParams) -> Result<ListResult> {
+pub fn list(records: &dyn Records, p: ListParams) -> Result<ListResult> {
     check_name("namespace", &p.namespace)?;
     let limit = limit_or_default(p.limit)?;
-    let (records, more) = sql::list(
-        conn,
+    let (records, more) = records.list(
         &p.namespace,
         p.prefix.as_deref().unwrap_or(""),
         p.after.as_deref(),
@@ -72,19 +75,19 @@ pub fn list(conn: &rusqlite::Connection, p: ListParams) -> Result<ListResult> {
     })
 }
 
-pub fn history(conn: &rusqlite::Connection, p: HistoryParams) -> Result<HistoryResult> {
+pub fn history(records: &dyn Records, p: HistoryParams) -> Result<HistoryResult> {
     check_name("namespace", &p.namespace)?;
     check_name("key", &p.key)?;
     let limit = limit_or_default(p.limit)?;
-    let history = sql::history(conn, &p.namespace, &p.key, p.before_version, limit)?;
+    let history = records.history(&p.namespace, &p.key, p.before_version, limit)?;
     Ok(HistoryResult { history })
 }
 
-pub fn export(conn: &rusqlite::Connection, p: ExportParams) -> Result<ExportResult> {
+pub fn export(records: &dyn Records, p: ExportParams) -> Result<ExportResult> {
     if let Some(ns) = &p.namespace {
         check_name("namespace", ns)?;
     }
-    let (records, revision) = sql::export(conn, p.namespace.as_deref())?;
+    let (records, revision) = records.export(p.namespace.as_deref())?;
     Ok(ExportResult { records, revision })
 }
 
@@ -97,7 +100,7 @@ pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
 }
 
 pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams) -> Result<SetResult> {
-    let written = sql::put(
+    let written = put(
         ctx,
         &p.namespace,
         &p.key,
@@ -120,7 +123,7 @@ pub fn check_delete(p: &DeleteParams) -> Result<()> {
 }
 
 pub fn delete(ctx: &mut WriteCtx<'_>, p: DeleteParams) -> Result<DeleteResult> {
-    sql::delete(
+    delete_key(
         ctx,
         &p.namespace,
         &p.key,
@@ -158,7 +161,7 @@ pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
 }
 
 pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
-    let failed = sql::failed_compares(ctx.conn, &p.compare)?;
+    let failed = failed_compares(ctx.records(), &p.compare)?;
     if !failed.is_empty() {
         let mut data = serde_json::Map::new();
         let n = failed.len();
@@ -179,12 +182,12 @@ pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
             TxnOpKind::Set => {
                 let value = op.value.as_deref().map(RawValue::get).unwrap_or("null");
                 let by = p.updated_by.as_deref();
-                let written = sql::put(ctx, &op.namespace, &op.key, Some(value), by, None)?;
+                let written = put(ctx, &op.namespace, &op.key, Some(value), by, None)?;
                 (written.version, Some(written.revision))
             }
             TxnOpKind::Delete => {
                 let by = p.updated_by.as_deref();
-                let outcome = sql::delete(ctx, &op.namespace, &op.key, by, None)?;
+                let outcome = delete_key(ctx, &op.namespace, &op.key, by, None)?;
                 (outcome.version, outcome.revision)
             }
         };
@@ -212,8 +215,200 @@ pub fn clear_namespace(
     ctx: &mut WriteCtx<'_>,
     p: ClearNamespaceParams,
 ) -> Result<ClearNamespaceResult> {
-    let deleted = sql::clear_namespace(ctx, &p.namespace, p.updated_by.as_deref())?;
-    Ok(ClearNamespaceResult { deleted })
+    let by = p.updated_by.as_deref();
+    let keys = ctx.records().live_versions(&p.namespace)?;
+    for (key, version) in &keys {
+        let previous = StoredVersion {
+            version: *version,
+            deleted: false,
+            value: None,
+            updated_by: None,
+            updated_at_ms: 0,
+        };
+        write_version(ctx, &p.namespace, key, None, by, Some(&previous))?;
+    }
+    Ok(ClearNamespaceResult {
+        deleted: keys.len() as u64,
+    })
+}
+
+// ---- the rules of versions ----
+
+/// What a write produced.
+pub struct Written {
+    pub version: u64,
+    pub revision: u64,
+}
+
+/// The version a compare sees: 0 when the key is absent or deleted.
+fn live_version(stored: Option<&StoredVersion>) -> u64 {
+    stored.filter(|s| !s.deleted).map_or(0, |s| s.version)
+}
+
+/// The 409 a failed compare-and-set answers with, carrying what is stored now.
+fn conflict(
+    namespace: &str,
+    key: &str,
+    expected: u64,
+    stored: Option<&StoredVersion>,
+) -> Result<Error> {
+    let live = stored.filter(|c| !c.deleted);
+    let actual_version = live_version(stored);
+    // The stored text, so the value comes back digit for digit, as Get shows it.
+    let actual_value = RawValue::from_string(
+        live.and_then(|c| c.value.clone())
+            .unwrap_or_else(|| "null".into()),
+    )?;
+    let (message, hint) = if expected == 0 {
+        (
+            format!("{namespace}/{key} already exists at version {actual_version}; it was not overwritten"),
+            format!("the key exists: read it with Get, then write with expected_version {actual_version}"),
+        )
+    } else if actual_version == 0 {
+        (
+            format!("{namespace}/{key} does not exist (expected version {expected})"),
+            "the key is absent or deleted: create it with expected_version 0".to_string(),
+        )
+    } else {
+        (
+            format!("{namespace}/{key} is at version {actual_version}, not the expected {expected}"),
+            format!("call Get to read version {actual_version}, merge your change, and retry with expected_version {actual_version}"),
+        )
+    };
+    let mut data = serde_json::Map::new();
+    data.insert("namespace".into(), namespace.into());
+    data.insert("key".into(), key.into());
+    data.insert("expected_version".into(), expected.into());
+    data.insert("actual_version".into(), actual_version.into());
+    data.insert(
+        "actual_updated_by".into(),
+        live.and_then(|c| c.updated_by.clone()).into(),
+    );
+    data.insert(
+        "actual_updated_at".into(),
+        live.map(|c| format_ms(c.updated_at_ms)).into(),
+    );
+    data.insert("hint".into(), hint.clone().into());
+    Ok(Error::Conflict {
+        message: format!("{message}; {hint}"),
+        data,
+        exact: vec![("actual_value", actual_value)],
+    })
+}
+
+/// Writes the next version of a key (a value, or a tombstone when `value` is None) and
+/// its journal event, `kv.set` or `kv.delete`, under one new revision.
+fn write_version(
+    ctx: &mut WriteCtx<'_>,
+    namespace: &str,
+    key: &str,
+    value: Option<&str>,
+    updated_by: Option<&str>,
+    previous: Option<&StoredVersion>,
+) -> Result<Written> {
+    let version = previous.map_or(0, |c| c.version) + 1;
+    let revision = ctx.next_revision();
+    ctx.records().store_version(&NewVersion {
+        namespace,
+        key,
+        version,
+        value,
+        revision,
+        updated_by,
+        at_ms: ctx.now_ms,
+    })?;
+    let data = match value {
+        Some(v) => format!("{{\"version\":{version},\"value\":{v}}}"),
+        None => format!("{{\"version\":{version}}}"),
+    };
+    ctx.journal().append_event(
+        revision,
+        ctx.now_ms,
+        &NewEvent {
+            kind: if value.is_none() {
+                "kv.delete"
+            } else {
+                "kv.set"
+            },
+            actor: updated_by,
+            namespace: Some(namespace),
+            key: Some(key),
+            data: &data,
+            ..NewEvent::default()
+        },
+    )?;
+    Ok(Written {
+        version,
+        revision: revision as u64,
+    })
+}
+
+/// Set: writes `value` if `expected` (None = unconditional) matches the live version.
+pub fn put(
+    ctx: &mut WriteCtx<'_>,
+    namespace: &str,
+    key: &str,
+    value: Option<&str>,
+    updated_by: Option<&str>,
+    expected: Option<u64>,
+) -> Result<Written> {
+    let stored = ctx.records().stored(namespace, key)?;
+    if let Some(expected) = expected {
+        if live_version(stored.as_ref()) != expected {
+            return Err(conflict(namespace, key, expected, stored.as_ref())?);
+        }
+    }
+    write_version(ctx, namespace, key, value, updated_by, stored.as_ref())
+}
+
+/// Delete: writes a tombstone version if the key is live and `expected` matches.
+fn delete_key(
+    ctx: &mut WriteCtx<'_>,
+    namespace: &str,
+    key: &str,
+    updated_by: Option<&str>,
+    expected: Option<u64>,
+) -> Result<DeleteResult> {
+    let stored = ctx.records().stored(namespace, key)?;
+    let live = live_version(stored.as_ref());
+    if let Some(expected) = expected {
+        if live != expected {
+            return Err(conflict(namespace, key, expected, stored.as_ref())?);
+        }
+    }
+    if live == 0 {
+        return Ok(DeleteResult {
+            deleted: false,
+            version: stored.map_or(0, |c| c.version),
+            revision: None,
+        });
+    }
+    let written = write_version(ctx, namespace, key, None, updated_by, stored.as_ref())?;
+    Ok(DeleteResult {
+        deleted: true,
+        version: written.version,
+        revision: Some(written.revision),
+    })
+}
+
+/// Every Txn compare that does not hold, as `{namespace, key, expected_version, actual_version}`.
+fn failed_compares(
+    records: &dyn Records,
+    compares: &[TxnCompare],
+) -> Result<Vec<serde_json::Value>> {
+    let mut failed = Vec::new();
+    for c in compares {
+        let actual = live_version(records.stored(&c.namespace, &c.key)?.as_ref());
+        if actual != c.version {
+            failed.push(serde_json::json!({
+                "namespace": c.namespace,
+                "key": c.key,
+                "expected_version": c.version,
+                "actual_version": actual,
+            }));
+        }
+    }
+    Ok(failed)
 }
 
 // ---- the wire methods ----

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::metrics::MethodFigures;
-use crate::store::{journal, state};
+use crate::store::boundary::Records;
+use crate::store::journal;
 
 use super::{read, ready, write, Ctx, Method, MethodDescription, Plan};
 
@@ -187,7 +188,7 @@ impl Method for MetricsParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
         Ok(read::<Self>(true, move |conn| {
-            let (live, tombstones) = state::counts(conn)?;
+            let (live, tombstones) = Records::counts(conn)?;
             let (tasks, nodes) = crate::store::tasks::counts(conn)?;
             let head_seq = journal::head_seq(conn)?;
             let stats = app.store.writer_stats();

@@ -11,6 +11,7 @@ use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::journal::{Event, EventFilter};
 
+use super::boundary::Journal;
 use super::writer::WriteCtx;
 
 /// The columns [`event_from_row`] reads, in its order.
@@ -34,17 +35,22 @@ pub struct NewEvent<'a> {
     pub data: &'a str,
 }
 
-/// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller).
+/// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller),
+/// stamped with the batch's time.
 pub fn append(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<()> {
-    ctx.conn
-        .prepare_cached(
+    ctx.journal().append_event(seq, ctx.now_ms, event)
+}
+
+impl Journal for Connection {
+    fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
+        self.prepare_cached(
             "INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(params![
             seq,
             event.kind,
-            ctx.now_ms,
+            at_ms,
             event.actor,
             event.namespace,
             event.key,
@@ -53,7 +59,8 @@ pub fn append(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<()> 
             event.node_id,
             event.data
         ])?;
-    Ok(())
+        Ok(())
+    }
 }
 
 /// The last seq written (0 for an empty journal).

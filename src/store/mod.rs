@@ -1,6 +1,7 @@
 //! Storage: the only module that speaks SQL. One writer thread (group commit) and a pool of
 //! read connections over one SQLite database in WAL mode.
 
+pub mod boundary;
 pub mod idempotency;
 pub mod journal;
 pub mod locks;

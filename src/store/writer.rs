@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 
+use super::boundary::{Journal, Records};
 use super::idempotency::{self, Idempotency};
 use super::locks::{self, LockState};
 use super::tasks::{self, TaskState};
@@ -98,6 +99,16 @@ impl<'a> WriteCtx<'a> {
             reply,
             deferred,
         }
+    }
+
+    /// The versioned records, through the storage boundary.
+    pub fn records(&self) -> &'a dyn Records {
+        self.conn
+    }
+
+    /// The journal, through the storage boundary.
+    pub fn journal(&self) -> &'a dyn Journal {
+        self.conn
     }
 
     /// Takes this request's reply channel, to answer it later (after a wait).
