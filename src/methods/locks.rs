@@ -158,3 +158,22 @@ impl Method for WaitResourceLockParams {
         })
     }
 }
+
+/// A connection that took or waited for locks or nodes has closed: its
+/// `release_on_disconnect` leases end as abandoned and its waits leave their queues, on
+/// the writer. Err when the writer cannot take it (the leases then expire by their ttl).
+pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
+    app.store.writer().detached(Box::new(move |ctx| {
+        sql::connection_closed(ctx, connection)?;
+        Ok(None)
+    }))
+}
+
+/// The daemon is stopping: every request waiting for a lock or a node is answered now
+/// (503), so no connection is held open by a wait.
+pub fn end_waits(app: &crate::app::App) -> Result<()> {
+    app.store.writer().detached(Box::new(|ctx| {
+        sql::end_waits(ctx);
+        Ok(None)
+    }))
+}

@@ -222,11 +222,7 @@ fn tell_closed(app: &SharedApp, connection: &ConnectionInfo) -> bool {
         return true;
     }
     let id = connection.id;
-    let submitted = app.store.writer().detached(Box::new(move |ctx| {
-        crate::store::locks::connection_closed(ctx, id)?;
-        Ok(None)
-    }));
-    if let Err(err) = submitted {
+    if let Err(err) = crate::methods::locks::connection_closed(app, id) {
         tracing::warn!(%err, connection = id, "could not release the locks of a closed connection; they expire with their leases");
     }
     true

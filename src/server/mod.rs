@@ -435,10 +435,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     sweeper.abort();
     shutdown.cancel();
     // Requests waiting for a lock would hold their connections open: end them now.
-    let _ = app.store.writer().detached(Box::new(|ctx| {
-        crate::store::locks::end_waits(ctx);
-        Ok(None)
-    }));
+    let _ = crate::methods::locks::end_waits(&app);
     connections.close();
     // Clients that do not read (a stalled subscriber, a pipeliner) would hold the shutdown
     // forever: after the grace they are closed, their unread answers dropped.
