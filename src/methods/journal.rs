@@ -4,7 +4,7 @@
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
-use crate::store::journal::{self as sql, NewEvent};
+use crate::store::journal::{self as journal_store, NewEvent};
 use crate::store::WriteCtx;
 
 pub use crate::protocol::journal::*;
@@ -22,9 +22,9 @@ pub fn read_events(conn: &rusqlite::Connection, p: ReadEventsParams) -> Result<R
         task_id: p.task_id,
     };
     let since_seq = p.since_seq.unwrap_or(0);
-    let (events, next_seq) = sql::read(conn, since_seq, &filter, limit, READ_MAX_BYTES)?;
+    let (events, next_seq) = journal_store::read(conn, since_seq, &filter, limit, READ_MAX_BYTES)?;
     // Checked after reading: a compaction that ran meanwhile cannot leave a silent gap.
-    sql::check_retained(conn, since_seq)?;
+    journal_store::check_retained(conn, since_seq)?;
     Ok(ReadEventsResult { events, next_seq })
 }
 
@@ -40,7 +40,7 @@ pub fn check_publish(p: &PublishParams, limits: &Limits) -> Result<()> {
 pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult> {
     let seq = ctx.next_revision();
     let kind = format!("custom.{}", p.topic);
-    sql::append(
+    journal_store::append(
         ctx,
         seq,
         &NewEvent {
@@ -82,7 +82,7 @@ impl Method for CompactJournalParams {
     type Output = CompactJournalResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            let (oldest_seq, deleted) = sql::compact(ctx, self.before_seq)?;
+            let (oldest_seq, deleted) = journal_store::compact(ctx, self.before_seq)?;
             Ok(CompactJournalResult {
                 oldest_seq,
                 deleted,
@@ -108,9 +108,9 @@ impl Method for SubscribeParams {
         let since = app.store.read(|conn| {
             let since = match self.since_seq {
                 Some(since) => since,
-                None => sql::head_seq(conn)?,
+                None => journal_store::head_seq(conn)?,
             };
-            sql::check_retained(conn, since)?;
+            journal_store::check_retained(conn, since)?;
             Ok(since)
         })?;
         let filter = self.filter.unwrap_or_default();
@@ -207,14 +207,14 @@ async fn stream_events(
         }
         head.borrow_and_update();
         let page = app.store.read(|conn| {
-            let page = sql::read(
+            let page = journal_store::read(
                 conn,
                 last,
                 &filter,
                 SUBSCRIPTION_PAGE,
                 SUBSCRIPTION_PAGE_BYTES,
             )?;
-            Ok((page, sql::oldest_seq(conn)?))
+            Ok((page, journal_store::oldest_seq(conn)?))
         });
         let (events, next) = match page {
             Ok((_, oldest)) if last + 1 < oldest => {

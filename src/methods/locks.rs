@@ -7,7 +7,7 @@ pub use crate::protocol::locks::*;
 
 use crate::error::{Error, Result};
 use crate::resource_key::{canonicalize, ResourceKey};
-use crate::store::locks as sql;
+use crate::store::locks as lock_store;
 
 use super::state::check_value;
 use super::{write_or_wait, Ctx, Method, Plan};
@@ -61,7 +61,7 @@ impl Method for AcquireResourceLockParams {
             )));
         }
         cx.connection.mark_lock_user();
-        let request = sql::AcquireRequest {
+        let request = lock_store::AcquireRequest {
             key,
             owner: self.owner,
             provider: self.provider,
@@ -71,7 +71,7 @@ impl Method for AcquireResourceLockParams {
             connection: cx.connection.id,
         };
         write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::acquire(ctx, request, wait_ms)
+            lock_store::acquire(ctx, request, wait_ms)
         })
     }
 }
@@ -84,7 +84,7 @@ impl Method for HeartbeatResourceLockParams {
         let key = key(cx, &self.resource_key)?;
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
         write_or_wait::<Self>(cx, None, move |ctx| {
-            sql::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
+            lock_store::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
         })
     }
 }
@@ -106,14 +106,14 @@ impl Method for ReleaseResourceLockParams {
                 "`moved_to` goes with outcome `moved` only; drop it or say outcome moved".into(),
             ));
         }
-        let release = sql::ReleaseRequest {
+        let release = lock_store::ReleaseRequest {
             lease_id: self.lease_id,
             outcome,
             moved_to: self.moved_to,
             note: self.note,
         };
         write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::release(ctx, &key, release)
+            lock_store::release(ctx, &key, release)
         })
     }
 }
@@ -124,7 +124,7 @@ impl Method for ResourceLockStatusParams {
     type Output = StatusResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
-        write_or_wait::<Self>(cx, None, move |ctx| sql::status(ctx, &key))
+        write_or_wait::<Self>(cx, None, move |ctx| lock_store::status(ctx, &key))
     }
 }
 
@@ -135,7 +135,7 @@ impl Method for ListResourceLocksParams {
     type Output = ListResourceLocksResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         write_or_wait::<Self>(cx, None, move |ctx| {
-            sql::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
+            lock_store::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
         })
     }
 }
@@ -154,7 +154,7 @@ impl Method for WaitResourceLockParams {
         cx.connection.mark_lock_user();
         let connection = cx.connection.id;
         write_or_wait::<Self>(cx, None, move |ctx| {
-            sql::wait(ctx, key, self.timeout_ms, connection)
+            lock_store::wait(ctx, key, self.timeout_ms, connection)
         })
     }
 }
@@ -164,7 +164,7 @@ impl Method for WaitResourceLockParams {
 /// the writer. Err when the writer cannot take it (the leases then expire by their ttl).
 pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
     app.store.writer().detached(Box::new(move |ctx| {
-        sql::connection_closed(ctx, connection)?;
+        lock_store::connection_closed(ctx, connection)?;
         Ok(None)
     }))
 }
@@ -173,7 +173,7 @@ pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
 /// (503), so no connection is held open by a wait.
 pub fn end_waits(app: &crate::app::App) -> Result<()> {
     app.store.writer().detached(Box::new(|ctx| {
-        sql::end_waits(ctx);
+        lock_store::end_waits(ctx);
         Ok(None)
     }))
 }

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 pub use crate::protocol::tasks::*;
 
 use crate::error::{Error, Result};
-use crate::store::tasks as sql;
+use crate::store::tasks as task_store;
 
 use super::state::{check_value, Json};
 use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
@@ -52,7 +52,7 @@ fn check_id(what: &str, id: &str) -> Result<()> {
 }
 
 /// Checks the graph (ids, dependencies, cycles) and resolves it into rows to insert.
-fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<sql::NewNode>> {
+fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<task_store::NewNode>> {
     if nodes.is_empty() {
         return Err(Error::Invalid(
             "a task needs at least one node in `nodes`".into(),
@@ -161,7 +161,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<sql::NewNo
                 ids[i]
             )));
         }
-        rows.push(sql::NewNode {
+        rows.push(task_store::NewNode {
             node_id: ids[i].clone(),
             name: node.name.clone(),
             payload: optional_json_text(cx, &format!("nodes[{i}].payload"), node.payload.take())?,
@@ -186,7 +186,7 @@ impl Method for RegisterTaskParams {
         let context = optional_json_text(cx, "context", self.context.take())?;
         let goal = std::mem::take(&mut self.goal);
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::register(ctx, &goal, context.as_deref(), nodes)
+            task_store::register(ctx, &goal, context.as_deref(), nodes)
         })
     }
 }
@@ -211,7 +211,7 @@ impl Method for AcquireNextNodeParams {
         if wait_ms > 0 {
             cx.connection.mark_lock_user();
         }
-        let request = sql::NodeRequest {
+        let request = task_store::NodeRequest {
             task_id: self.task_id,
             owner: self.lease_owner,
             ttl_ms,
@@ -219,7 +219,7 @@ impl Method for AcquireNextNodeParams {
             event_limit: cx.app.config.context_event_limit,
         };
         write_or_wait::<Self>(cx, None, move |ctx| {
-            sql::acquire_next(ctx, request, wait_ms)
+            task_store::acquire_next(ctx, request, wait_ms)
         })
     }
 }
@@ -231,7 +231,7 @@ impl Method for HeartbeatNodeParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
         write::<Self>(cx, None, move |ctx| {
-            sql::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
+            task_store::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
         })
     }
 }
@@ -243,7 +243,7 @@ impl Method for CompleteNodeParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::complete(
+            task_store::complete(
                 ctx,
                 &self.task_id,
                 &self.node_id,
@@ -270,7 +270,7 @@ impl Method for FailNodeParams {
         let error = json_text(cx, "error", error)?;
         let retry = retry.unwrap_or(true);
         write::<Self>(cx, idempotency_key, move |ctx| {
-            sql::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
+            task_store::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
         })
     }
 }
@@ -300,7 +300,7 @@ impl Method for CommitEventParams {
         }
         let payload = json_text(cx, "payload", payload)?;
         write::<Self>(cx, idempotency_key, move |ctx| {
-            sql::commit_event(
+            task_store::commit_event(
                 ctx,
                 &task_id,
                 &node_id,
@@ -318,7 +318,7 @@ impl Method for TaskStatusParams {
     type Output = TaskStatusResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
         Ok(read::<Self>(false, move |conn| {
-            sql::status(conn, &self.task_id)
+            task_store::status(conn, &self.task_id)
         }))
     }
 }
@@ -338,7 +338,7 @@ impl Method for ListTasksParams {
         }
         let limit = limit_or_default(self.limit)?;
         Ok(read::<Self>(false, move |conn| {
-            sql::list(conn, self.status.as_deref(), limit)
+            task_store::list(conn, self.status.as_deref(), limit)
         }))
     }
 }
@@ -349,7 +349,7 @@ impl Method for CancelTaskParams {
     type Output = CancelTaskResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            sql::cancel(ctx, &self.task_id)
+            task_store::cancel(ctx, &self.task_id)
         })
     }
 }

@@ -312,7 +312,7 @@ fn earliest(locks: &mut LockState, tasks: &mut TaskState) -> Option<Duration> {
 }
 
 /// A request's answer, ready to send once the batch commits.
-type Answer = (Option<ReplyTx>, Result<Reply>);
+type PendingReply = (Option<ReplyTx>, Result<Reply>);
 
 impl WriterLoop {
     fn run(mut self, mut rx: mpsc::Receiver<Message>) {
@@ -422,7 +422,7 @@ impl WriterLoop {
             .iter()
             .filter(|j| matches!(j.work, Work::Write { .. }))
             .count() as u64;
-        let mut answers: Vec<Answer> = Vec::with_capacity(n_jobs);
+        let mut answers: Vec<PendingReply> = Vec::with_capacity(n_jobs);
         let mut deferred = Vec::new();
         let mut lock_state_suspect = false;
         let committed = self.apply_all(
@@ -536,7 +536,7 @@ impl WriterLoop {
         jobs: &mut Vec<Job>,
         now_ms: i64,
         mono_now: Duration,
-        answers: &mut Vec<Answer>,
+        answers: &mut Vec<PendingReply>,
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
