@@ -1,6 +1,16 @@
 //! Baton: a local coordination daemon for multi-agent AI systems. Versioned state with
-//! optimistic concurrency, a journal of every change, over one JSON line per request on a
-//! Unix socket. See ARCHITECTURE.md for the map.
+//! optimistic concurrency, leased locks, DAG tasks and a journal of every change, over one
+//! JSON line per request on a Unix socket.
+//!
+//! Layout, top to bottom (imports run downwards only; ARCHITECTURE.md has the map):
+//! - `server`: the socket, connections, the sweeper and the daemon's life cycle.
+//! - `methods`: one handler per wire method, where the rules live; `app` is what every
+//!   handler shares.
+//! - `store`: storage. `boundary` is what the rules ask of it; the rest is SQLite (the
+//!   writer thread, the SQL of each area, migrations).
+//! - `protocol`, `json`, `error`: the wire types, value rules and errors, used by all.
+//! - `clock`, `config`, `metrics`, `resource_key`: time, settings, counters, lock keys.
+//! - `client`, `bridge`: the client side, for the `baton` CLI and `mcp-bridge`.
 
 pub mod app;
 pub mod bridge;
