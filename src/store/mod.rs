@@ -5,8 +5,6 @@ pub mod idempotency;
 pub mod journal;
 pub mod locks;
 pub mod migrations;
-// Until the lock and task state use it.
-#[allow(dead_code)]
 mod schedule;
 pub mod state;
 pub mod tasks;
