@@ -6,6 +6,7 @@ pub mod idempotency;
 pub mod journal;
 pub mod locks;
 pub mod migrations;
+mod schedule;
 pub mod state;
 pub mod tasks;
 pub mod writer;

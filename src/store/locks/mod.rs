@@ -7,8 +7,6 @@
 //! Invariant: before any lock request is served, every lease whose deadline has passed is
 //! ended (`expire_due`), so no answer ever shows a dead holder as live.
 
-use std::cmp::Reverse;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use rusqlite::params;
@@ -23,13 +21,14 @@ use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
 
 use super::journal::{self, NewEvent};
+use super::schedule::Due;
 use super::writer::{Reply, WriteCtx};
 
 mod memory;
 mod rows;
 
 pub use memory::LockState;
-use memory::{Due, Waiter, Watcher};
+use memory::{Queue, Wait, Waiter, Watcher};
 use rows::{conflicting, held, lock_row, previous, LockRow, LOCK_COLUMNS};
 
 /// An acquisition, as the writer needs it.
@@ -121,58 +120,46 @@ fn end_lease(
 /// Ends every lease whose deadline has passed and every wait that has run out.
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut ended = false;
-    while let Some(at) = ctx.locks.next_deadline() {
-        if at > ctx.mono_now {
-            break;
-        }
-        let Some(Reverse((_, due))) = ctx.locks.deadlines.pop() else {
-            break;
-        };
+    while let Some(due) = ctx.locks.schedule.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease { key, lease_id } => match held(ctx.conn, &key)? {
-                Some(row) if row.lease_id == lease_id => {
+            Due::Lease(key) => match held(ctx.conn, &key)? {
+                Some(row)
+                    if ctx
+                        .locks
+                        .schedule
+                        .lease(&key)
+                        .is_some_and(|l| l.lease_id == row.lease_id) =>
+                {
                     end_lease(ctx, &row, "expired", None, None)?;
                     ended = true;
                 }
                 _ => ctx.locks.forget(&key),
             },
-            Due::Waiter { key, id } => {
-                let waiter = ctx.locks.waiters.get_mut(&key).and_then(|q| {
-                    let at = q.iter().position(|w| w.id == id)?;
-                    q.remove(at)
-                });
-                if let Some(waiter) = waiter {
-                    let answer = match conflicting(ctx.conn, &waiter.request.key)? {
-                        Some(row) => busy(&waiter.request.key, &row, ctx.now_ms),
-                        // Freed in this same instant: the waiter gets it.
-                        None => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
-                    };
-                    ctx.deferred.push((waiter.reply, answer));
-                }
+            Due::Wait(Wait::Acquire(waiter)) => {
+                let answer = match conflicting(ctx.conn, &waiter.request.key)? {
+                    Some(row) => busy(&waiter.request.key, &row, ctx.now_ms),
+                    // Freed in this same instant: the waiter gets it.
+                    None => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
+                };
+                ctx.deferred.push((waiter.reply, answer));
             }
-            Due::Watcher { key, id } => {
-                let watcher = ctx.locks.watchers.get_mut(&key).and_then(|ws| {
-                    let at = ws.iter().position(|w| w.id == id)?;
-                    Some(ws.remove(at))
-                });
-                if let Some(w) = watcher {
-                    let answer = match conflicting(ctx.conn, &w.key)? {
-                        Some(row) => reply(&WaitResult::Timeout {
-                            resource_key: w.key.key.clone(),
-                            held_by: row.held_by(ctx.now_ms)?,
-                            waited_ms: waited_ms(ctx, w.started),
-                        }),
-                        None => wait_available(ctx, &w),
-                    };
-                    ctx.deferred.push((w.reply, answer));
-                }
+            Due::Wait(Wait::Watch(w)) => {
+                let answer = match conflicting(ctx.conn, &w.key)? {
+                    Some(row) => reply(&WaitResult::Timeout {
+                        resource_key: w.key.key.clone(),
+                        held_by: row.held_by(ctx.now_ms)?,
+                        waited_ms: waited_ms(ctx, w.started),
+                    }),
+                    None => wait_available(ctx, &w),
+                };
+                ctx.deferred.push((w.reply, answer));
             }
         }
     }
     if ended {
         serve_waiters(ctx)?;
     }
-    ctx.locks.compact();
+    ctx.locks.schedule.compact();
     Ok(())
 }
 
@@ -244,8 +231,8 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
     let connection = request.release_on_disconnect.then_some(request.connection);
     ctx.locks.track(
-        &request.key.key,
-        &lease_id,
+        request.key.key.clone(),
+        lease_id.clone(),
         deadline,
         connection,
         request.connection,
@@ -280,9 +267,9 @@ pub fn acquire(
             // is shown its id again.
             let same_connection = ctx
                 .locks
-                .leases
-                .get(&row.resource_key)
-                .is_some_and(|l| l.acquired_on == request.connection);
+                .schedule
+                .lease(&row.resource_key)
+                .is_some_and(|l| l.data.acquired_on == request.connection);
             if !same_connection {
                 lease.lease_id = None;
             }
@@ -290,7 +277,11 @@ pub fn acquire(
         }
     }
     // Waiters queued before this caller go first: serve them before judging this request.
-    if ctx.locks.waiters.contains_key(&request.key.key) {
+    if ctx
+        .locks
+        .schedule
+        .has_queue(Queue::Acquire, &request.key.key)
+    {
         serve_waiters(ctx)?;
     }
     let Some(row) = conflicting(ctx.conn, &request.key)? else {
@@ -308,68 +299,68 @@ pub fn acquire(
             "a waiting acquire had no reply channel".into(),
         ));
     };
-    let id = ctx.locks.next_id();
     let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
     let key = request.key.key.clone();
-    ctx.locks.deadlines.push(Reverse((
-        deadline,
-        Due::Waiter {
-            key: key.clone(),
-            id,
-        },
-    )));
+    let waiter = Wait::Acquire(Waiter { request, reply });
     ctx.locks
-        .waiters
-        .entry(key)
-        .or_default()
-        .push_back(Waiter { id, request, reply });
+        .schedule
+        .enqueue(Queue::Acquire, key, Some(deadline), waiter);
     Ok(None)
 }
 
 /// Hands free keys to their first live waiters, and tells watchers of free keys.
 fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
-    let keys: Vec<String> = ctx.locks.waiters.keys().cloned().collect();
+    let keys: Vec<String> = ctx
+        .locks
+        .schedule
+        .queue_keys(Queue::Acquire)
+        .cloned()
+        .collect();
     for key in keys {
-        while let Some(queue) = ctx.locks.waiters.get_mut(&key) {
-            while queue.front().is_some_and(|w| w.reply.is_closed()) {
-                queue.pop_front();
+        loop {
+            let queues = &mut ctx.locks.schedule;
+            while queues
+                .front(Queue::Acquire, &key)
+                .is_some_and(|w| w.reply().is_closed())
+            {
+                queues.pop_front(Queue::Acquire, &key);
             }
-            let Some(front) = queue.front() else {
-                ctx.locks.waiters.remove(&key);
+            let Some(front) = queues.front(Queue::Acquire, &key) else {
+                queues.remove_queue(Queue::Acquire, &key);
                 break;
             };
-            if conflicting(ctx.conn, &front.request.key)?.is_some() {
+            if conflicting(ctx.conn, front.key())?.is_some() {
                 break;
             }
-            let waiter = ctx
-                .locks
-                .waiters
-                .get_mut(&key)
-                .and_then(VecDeque::pop_front)
-                .expect("front exists");
+            let Some(Wait::Acquire(waiter)) = queues.pop_front(Queue::Acquire, &key) else {
+                break;
+            };
             let answer = grant(ctx, &waiter.request).and_then(|r| reply(&r));
             ctx.deferred.push((waiter.reply, answer));
         }
     }
-    let keys: Vec<String> = ctx.locks.watchers.keys().cloned().collect();
+    // Every watcher of a key waits on the same key: all are told together.
+    let keys: Vec<String> = ctx
+        .locks
+        .schedule
+        .queue_keys(Queue::Watch)
+        .cloned()
+        .collect();
     for key in keys {
-        let Some(watchers) = ctx.locks.watchers.remove(&key) else {
+        let queues = &mut ctx.locks.schedule;
+        queues.retain_in(Queue::Watch, &key, |w| !w.reply().is_closed());
+        let Some(front) = queues.front(Queue::Watch, &key) else {
+            queues.remove_queue(Queue::Watch, &key);
             continue;
         };
-        let mut still = Vec::new();
-        for w in watchers {
-            if w.reply.is_closed() {
-                continue;
-            }
-            if conflicting(ctx.conn, &w.key)?.is_some() {
-                still.push(w);
-            } else {
+        if conflicting(ctx.conn, front.key())?.is_some() {
+            continue;
+        }
+        for w in ctx.locks.schedule.remove_queue(Queue::Watch, &key) {
+            if let Wait::Watch(w) = w {
                 let answer = wait_available(ctx, &w);
                 ctx.deferred.push((w.reply, answer));
             }
-        }
-        if !still.is_empty() {
-            ctx.locks.watchers.insert(key, still);
         }
     }
     Ok(())
@@ -403,14 +394,14 @@ pub fn heartbeat(
         .execute(params![key.key, expires_at])?;
     let (connection, acquired_on) = ctx
         .locks
-        .leases
-        .get(&key.key)
-        .map(|l| (l.connection, l.acquired_on))
+        .schedule
+        .lease(&key.key)
+        .map(|l| (l.data.connection, l.data.acquired_on))
         .unwrap_or_default();
     ctx.locks.forget(&key.key);
     ctx.locks.track(
-        &key.key,
-        &row.lease_id,
+        key.key.clone(),
+        row.lease_id,
         ctx.mono_now + Duration::from_millis(ttl_ms),
         connection,
         acquired_on,
@@ -506,39 +497,24 @@ pub fn wait(
     let Some(reply) = ctx.take_reply() else {
         return Err(Error::Internal("a wait had no reply channel".into()));
     };
-    let id = ctx.locks.next_id();
     let deadline = ctx.mono_now + Duration::from_millis(timeout_ms);
-    ctx.locks.deadlines.push(Reverse((
-        deadline,
-        Due::Watcher {
-            key: key.key.clone(),
-            id,
-        },
-    )));
-    let watcher = Watcher {
-        id,
+    let queue = key.key.clone();
+    let watcher = Wait::Watch(Watcher {
+        key,
         started: ctx.mono_now,
         connection,
         reply,
-        key,
-    };
+    });
     ctx.locks
-        .watchers
-        .entry(watcher.key.key.clone())
-        .or_default()
-        .push(watcher);
+        .schedule
+        .enqueue(Queue::Watch, queue, Some(deadline), watcher);
     Ok(None)
 }
 
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
     ctx.tasks.connection_closed(connection);
-    for queue in ctx.locks.waiters.values_mut() {
-        queue.retain(|w| w.request.connection != connection);
-    }
-    for watchers in ctx.locks.watchers.values_mut() {
-        watchers.retain(|w| w.connection != connection);
-    }
+    ctx.locks.schedule.retain(|w| w.connection() != connection);
     let keys: Vec<String> = ctx
         .locks
         .by_connection
@@ -596,8 +572,8 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         } else {
             let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
             ctx.locks.track(
-                &row.resource_key,
-                &row.lease_id,
+                row.resource_key,
+                row.lease_id,
                 ctx.mono_now + remaining,
                 None,
                 0,

@@ -1,9 +1,8 @@
-//! The writer's memory of tasks: each node lease's monotonic deadline, the FIFO queue of
-//! workers waiting in AcquireNextNode, and the recent events of active tasks (kept
-//! serialized, so a node's context costs no journal read).
+//! The writer's memory of tasks: each node lease's monotonic deadline and the FIFO queue
+//! of workers waiting in AcquireNextNode (both kept by a `Schedule`), and the recent
+//! events of active tasks (kept serialized, so a node's context costs no journal read).
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,25 +12,13 @@ use serde_json::value::RawValue;
 use crate::error::{Error, Result};
 
 use super::super::journal;
+use super::super::schedule::{Due, Schedule};
 use super::super::writer::{Reply, ReplyTx};
 use super::NodeRequest;
 
 pub(super) struct Waiter {
-    pub(super) id: u64,
     pub(super) request: NodeRequest,
     pub(super) reply: ReplyTx,
-}
-
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Due {
-    Lease {
-        task_id: String,
-        node_id: String,
-        lease_id: String,
-    },
-    Waiter {
-        id: u64,
-    },
 }
 
 /// Tasks whose recent events the writer keeps in memory at most (each at most
@@ -128,67 +115,61 @@ impl RecentEvents {
     }
 }
 
+/// Node leases, keyed by (task_id, node_id), and the one queue of waiting workers.
+type Nodes = Schedule<(String, String), (), (), (), Waiter>;
+
 /// The writer's in-memory task state.
 #[derive(Default)]
 pub struct TaskState {
-    /// (task_id, node_id) -> (lease_id, deadline)
-    pub(super) leases: HashMap<(String, String), (String, Duration)>,
-    pub(super) waiters: VecDeque<Waiter>,
-    pub(super) deadlines: BinaryHeap<Reverse<(Duration, Due)>>,
-    pub(super) next_id: u64,
+    pub(super) schedule: Nodes,
     pub(super) recent: RecentEvents,
 }
 
 impl TaskState {
     pub fn next_deadline(&mut self) -> Option<Duration> {
-        while let Some(Reverse((at, due))) = self.deadlines.peek() {
-            let current = match due {
-                Due::Lease {
-                    task_id,
-                    node_id,
-                    lease_id,
-                } => self
-                    .leases
-                    .get(&(task_id.clone(), node_id.clone()))
-                    .is_some_and(|(l, d)| l == lease_id && d == at),
-                Due::Waiter { id } => self.waiters.iter().any(|w| w.id == *id),
-            };
-            if current {
-                return Some(*at);
-            }
-            self.deadlines.pop();
-        }
-        None
+        self.schedule.next_deadline()
     }
 
-    pub(super) fn track(
-        &mut self,
-        task_id: &str,
-        node_id: &str,
-        lease_id: &str,
-        deadline: Duration,
-    ) {
-        self.leases.insert(
-            (task_id.to_string(), node_id.to_string()),
-            (lease_id.to_string(), deadline),
-        );
-        self.deadlines.push(Reverse((
-            deadline,
-            Due::Lease {
-                task_id: task_id.to_string(),
-                node_id: node_id.to_string(),
-                lease_id: lease_id.to_string(),
-            },
-        )));
+    /// The next node lease or wait whose deadline has passed at `now`; a wait that comes
+    /// due has left the queue.
+    pub(super) fn pop_due(&mut self, now: Duration) -> Option<Due<(String, String), Waiter>> {
+        self.schedule.pop_due(now)
+    }
+
+    pub(super) fn track(&mut self, node: (String, String), lease_id: String, deadline: Duration) {
+        self.schedule.track(node, lease_id, deadline, ());
     }
 
     pub(super) fn forget(&mut self, task_id: &str, node_id: &str) {
-        self.leases
-            .remove(&(task_id.to_string(), node_id.to_string()));
+        self.schedule
+            .forget(&(task_id.to_string(), node_id.to_string()));
+    }
+
+    /// Queues a worker last, until `deadline`.
+    pub(super) fn wait(&mut self, deadline: Duration, waiter: Waiter) {
+        self.schedule.enqueue((), (), Some(deadline), waiter);
+    }
+
+    /// The waiting workers, first first.
+    pub(super) fn waiters(&self) -> impl Iterator<Item = &Waiter> {
+        self.schedule.waiters((), &())
+    }
+
+    pub(super) fn waiter(&self, index: usize) -> Option<&Waiter> {
+        self.schedule.get((), &(), index)
+    }
+
+    pub(super) fn take_waiter(&mut self, index: usize) -> Option<Waiter> {
+        self.schedule.remove_at((), &(), index)
+    }
+
+    /// Drops stale deadlines once they outnumber the live ones.
+    pub(super) fn compact(&mut self) {
+        self.schedule.compact();
     }
 
     pub fn waiting(&self) -> usize {
-        self.waiters.len()
+        self.schedule.queued()
     }
 
     /// A request starts: nothing it changes is known yet.
@@ -240,21 +221,21 @@ impl TaskState {
             )?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        self.leases.clear();
+        // Dropping the drain drops the leases.
+        self.schedule.drain_leases();
         self.recent.clear();
-        self.deadlines
-            .retain(|Reverse((_, due))| !matches!(due, Due::Lease { .. }));
         for (task_id, node_id, lease_id, expires_at) in rows {
             let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
-            self.track(&task_id, &node_id, &lease_id, mono_now + remaining);
+            self.track((task_id, node_id), lease_id, mono_now + remaining);
         }
         Ok(())
     }
 
     /// Ends every pending wait with 503: the daemon is stopping.
     pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
-        self.waiters
-            .drain(..)
+        self.schedule
+            .drain_waiters()
+            .into_iter()
             .map(|w| {
                 let err = Error::Unavailable(
                     "batond is shutting down; retry AcquireNextNode once it is back".into(),
@@ -265,6 +246,6 @@ impl TaskState {
     }
 
     pub fn connection_closed(&mut self, connection: u64) {
-        self.waiters.retain(|w| w.request.connection != connection);
+        self.schedule.retain(|w| w.request.connection != connection);
     }
 }

@@ -5,7 +5,6 @@
 //! A node is runnable when PENDING with `remaining_deps = 0`; the partial index
 //! `nodes_runnable` lists exactly those in the order they became runnable.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -21,13 +20,14 @@ use crate::protocol::tasks::{
 };
 
 use super::journal::{self, NewEvent};
+use super::schedule::Due;
 use super::writer::WriteCtx;
 
 mod memory;
 mod reads;
 
 pub use memory::TaskState;
-use memory::{Due, Waiter};
+use memory::Waiter;
 pub use reads::{counts, list, status};
 
 /// A node to insert, already validated.
@@ -230,9 +230,8 @@ fn grant(
         &data,
     )?;
     ctx.tasks.track(
-        task_id,
-        node_id,
-        &lease_id,
+        (task_id.to_string(), node_id.to_string()),
+        lease_id.clone(),
         ctx.mono_now + Duration::from_millis(request.ttl_ms),
     );
     let (goal, task_context): (String, Option<String>) = ctx
@@ -284,13 +283,12 @@ pub fn acquire_next(
         }
     }
     // Workers already waiting go first.
-    if !ctx.tasks.waiters.is_empty() {
+    if ctx.tasks.waiting() > 0 {
         serve_waiters(ctx)?;
     }
     let queued_ahead = ctx
         .tasks
-        .waiters
-        .iter()
+        .waiters()
         .any(|w| w.request.task_id.is_none() || w.request.task_id == request.task_id);
     if !queued_ahead {
         if let Some((task_id, node_id)) = runnable(ctx.conn, request.task_id.as_deref())? {
@@ -312,13 +310,8 @@ pub fn acquire_next(
             "a waiting AcquireNextNode had no reply channel".into(),
         ));
     };
-    ctx.tasks.next_id += 1;
-    let id = ctx.tasks.next_id;
-    ctx.tasks.deadlines.push(Reverse((
-        ctx.mono_now + Duration::from_millis(wait_ms),
-        Due::Waiter { id },
-    )));
-    ctx.tasks.waiters.push_back(Waiter { id, request, reply });
+    let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
+    ctx.tasks.wait(deadline, Waiter { request, reply });
     Ok(None)
 }
 
@@ -339,15 +332,15 @@ fn has_running(conn: &Connection, task_id: &str) -> Result<bool> {
 /// a task that can offer nothing more gets null at once.
 fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut i = 0;
-    while i < ctx.tasks.waiters.len() {
-        if ctx.tasks.waiters[i].reply.is_closed() {
-            ctx.tasks.waiters.remove(i);
+    while let Some(waiter) = ctx.tasks.waiter(i) {
+        if waiter.reply.is_closed() {
+            ctx.tasks.take_waiter(i);
             continue;
         }
-        let filter = ctx.tasks.waiters[i].request.task_id.clone();
+        let filter = waiter.request.task_id.clone();
         match runnable(ctx.conn, filter.as_deref())? {
             Some((task_id, node_id)) => {
-                let waiter = ctx.tasks.waiters.remove(i).expect("index in range");
+                let waiter = ctx.tasks.take_waiter(i).expect("index in range");
                 let answer =
                     grant(ctx, &task_id, &node_id, &waiter.request).and_then(|n| reply(&Some(n)));
                 ctx.deferred.push((waiter.reply, answer));
@@ -355,7 +348,7 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             None => match filter {
                 None => break, // nothing runnable anywhere
                 Some(task_id) if !has_running(ctx.conn, &task_id)? => {
-                    let waiter = ctx.tasks.waiters.remove(i).expect("index in range");
+                    let waiter = ctx.tasks.take_waiter(i).expect("index in range");
                     ctx.deferred
                         .push((waiter.reply, reply(&None::<AcquiredNode>)));
                 }
@@ -436,9 +429,8 @@ pub fn heartbeat(
         )?
         .execute(params![task_id, node_id, expires_at])?;
     ctx.tasks.track(
-        task_id,
-        node_id,
-        lease_id,
+        (task_id.to_string(), node_id.to_string()),
+        lease_id.to_string(),
         ctx.mono_now + Duration::from_millis(ttl_ms),
     );
     Ok(HeartbeatNodeResult {
@@ -663,17 +655,9 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
 /// Rolls back lapsed leases and answers waits that ran out (with null).
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut rolled = false;
-    while let Some(at) = ctx.tasks.next_deadline() {
-        if at > ctx.mono_now {
-            break;
-        }
-        let Some(Reverse((_, due))) = ctx.tasks.deadlines.pop() else {
-            break;
-        };
+    while let Some(due) = ctx.tasks.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease {
-                task_id, node_id, ..
-            } => {
+            Due::Lease((task_id, node_id)) => {
                 roll_back(
                     ctx,
                     &task_id,
@@ -682,18 +666,16 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 )?;
                 rolled = true;
             }
-            Due::Waiter { id } => {
-                if let Some(at) = ctx.tasks.waiters.iter().position(|w| w.id == id) {
-                    let waiter = ctx.tasks.waiters.remove(at).expect("index in range");
-                    ctx.deferred
-                        .push((waiter.reply, reply(&None::<AcquiredNode>)));
-                }
+            Due::Wait(waiter) => {
+                ctx.deferred
+                    .push((waiter.reply, reply(&None::<AcquiredNode>)));
             }
         }
     }
     if rolled {
         serve_waiters(ctx)?;
     }
+    ctx.tasks.compact();
     Ok(())
 }
 
@@ -718,7 +700,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         } else {
             let remaining = Duration::from_millis((expires_at - ctx.now_ms) as u64);
             ctx.tasks
-                .track(&task_id, &node_id, &lease_id, ctx.mono_now + remaining);
+                .track((task_id, node_id), lease_id, ctx.mono_now + remaining);
         }
     }
     Ok(())
