@@ -402,6 +402,12 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
                 None,
             )
         }
+        unreadable @ CallError::Unreadable { .. } => {
+            return failure(
+                format!("{}, so the outcome of {name} is unknown: check it with {check_with} before you call {name} again.", mcp_words(&unreadable.to_string())),
+                None,
+            )
+        }
         CallError::Daemon {
             kind,
             message,
