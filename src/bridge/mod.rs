@@ -207,6 +207,13 @@ impl Bridge {
         let wait_ms = |args: &Map<String, Value>, field: &str| {
             args.get(field).and_then(Value::as_u64).unwrap_or(0)
         };
+        // The bridge's own arguments are read here and never reach the daemon.
+        let own: Map<String, Value> = tool
+            .kind
+            .bridge_params()
+            .iter()
+            .filter_map(|name| args.remove_entry(*name))
+            .collect();
         let mut waiting = 0;
         match tool.kind {
             Kind::Plain | Kind::Release => {}
@@ -222,7 +229,7 @@ impl Bridge {
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Guarded => {
-                let force = args.remove("force").and_then(|f| f.as_bool()) == Some(true);
+                let force = own.get("force").and_then(Value::as_bool) == Some(true);
                 if !force && !args.contains_key("expected_version") {
                     let what = if tool.method == "Set" {
                         "write"
