@@ -24,10 +24,15 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
-use crate::client::{CallError, Connection};
+use crate::client::{read, CallError, Connection};
+use crate::protocol::locks::{AcquireResult, HeldBy, Lease};
+use crate::protocol::tasks::AcquiredNode;
 use tools::{Group, Kind, Tool};
 
 /// How long a call that does not wait may take before the bridge gives up on the daemon.
@@ -121,14 +126,14 @@ impl Bridge {
     /// Runs `method` on the session's connection, connecting (again) when needed. A
     /// request that could not even be sent on a stale connection is sent once more on a
     /// new one; a request whose answer was lost is not repeated.
-    async fn call_main(&self, method: &str, params: Value) -> Result<Value, CallError> {
+    async fn call_main(&self, method: &str, params: Value) -> Result<Box<RawValue>, CallError> {
         let mut main = self.main.lock().await;
         for attempt in 0..2 {
             if main.is_none() {
                 *main = Some(Connection::connect(&self.socket).await?);
             }
             let conn = main.as_mut().expect("connected above");
-            match tokio::time::timeout(CALL_TIMEOUT, conn.call(method, &params)).await {
+            match tokio::time::timeout(CALL_TIMEOUT, conn.call_raw(method, &params)).await {
                 Ok(Err(CallError::NotSent(e))) => {
                     *main = None;
                     if attempt == 1 {
@@ -161,13 +166,13 @@ impl Bridge {
         params: Value,
         wait_ms: u64,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Option<(Value, Connection)>, CallError> {
+    ) -> Result<Option<(Box<RawValue>, Connection)>, CallError> {
         let mut conn = Connection::connect(&self.socket).await?;
         let started = Instant::now();
         let progress = context.meta.get_progress_token();
         let mut closed = self.closed.clone();
         let answer = {
-            let call = conn.call(method, &params);
+            let call = conn.call_raw(method, &params);
             tokio::pin!(call);
             let mut ticker = tokio::time::interval(PROGRESS_EVERY);
             ticker.tick().await;
@@ -189,7 +194,7 @@ impl Bridge {
                 }
             }
         };
-        answer.map(|value| Some((value, conn)))
+        answer.map(|result| Some((result, conn)))
     }
 
     async fn run(
@@ -202,6 +207,13 @@ impl Bridge {
         let wait_ms = |args: &Map<String, Value>, field: &str| {
             args.get(field).and_then(Value::as_u64).unwrap_or(0)
         };
+        // The bridge's own arguments are read here and never reach the daemon.
+        let own: Map<String, Value> = tool
+            .kind
+            .bridge_params()
+            .iter()
+            .filter_map(|name| args.remove_entry(*name))
+            .collect();
         let mut waiting = 0;
         match tool.kind {
             Kind::Plain | Kind::Release => {}
@@ -217,7 +229,7 @@ impl Bridge {
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Guarded => {
-                let force = args.remove("force").and_then(|f| f.as_bool()) == Some(true);
+                let force = own.get("force").and_then(Value::as_bool) == Some(true);
                 if !force && !args.contains_key("expected_version") {
                     let what = if tool.method == "Set" {
                         "write"
@@ -246,17 +258,7 @@ impl Bridge {
                 .call_waiting(tool.method, params, waiting, context)
                 .await
             {
-                Ok(Some((value, conn))) => {
-                    if tool.kind == Kind::Claim && value["status"] == "acquired" {
-                        if let Some(lease) = value["lease_id"].as_str() {
-                            self.parked
-                                .lock()
-                                .expect("parked connections")
-                                .insert(lease.to_string(), conn);
-                        }
-                    }
-                    Ok(value)
-                }
+                Ok(Some((result, conn))) => Ok((result, Some(conn))),
                 Ok(None) => {
                     return failure(
                         format!(
@@ -269,7 +271,9 @@ impl Bridge {
                 Err(e) => Err(e),
             }
         } else {
-            self.call_main(tool.method, params).await
+            self.call_main(tool.method, params)
+                .await
+                .map(|result| (result, None))
         };
         if tool.kind == Kind::Release {
             let lease_over = match &answer {
@@ -286,46 +290,108 @@ impl Bridge {
                     .remove(lease);
             }
         }
-        match answer {
-            Ok(value) => self.success(tool, value),
+        match answer.and_then(|(result, conn)| self.success(tool, &result, conn)) {
+            Ok(result) => result,
             Err(err) => error(tool, &args, &owner, err),
         }
     }
 
-    fn success(&self, tool: &Tool, value: Value) -> CallToolResult {
+    /// The tool's result: the daemon's result as it sent it (as structuredContent and its
+    /// text), and what the bridge acts on read as the method's result type. `conn` is the
+    /// connection of a call that waited.
+    fn success(
+        &self,
+        tool: &Tool,
+        result: &RawValue,
+        conn: Option<Connection>,
+    ) -> Result<CallToolResult, CallError> {
+        let mut value: Value = read(tool.method, result)?;
         match tool.kind {
-            Kind::Claim if value["status"] == "busy" => {
-                let holder = &value["held_by"];
-                let hint = format!(
-                    "{} is busy, held by {} until {}{}: work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
-                    value["resource_key"].as_str().unwrap_or(""),
-                    holder["owner"].as_str().unwrap_or("another agent"),
-                    holder["expires_at"].as_str().unwrap_or("its lease ends"),
-                    match value["conflicting_key"].as_str() {
-                        Some(k) if Some(k) != value["resource_key"].as_str() => format!(" (through its lock on {k})"),
-                        _ => String::new(),
+            Kind::Claim => match read(tool.method, result)? {
+                AcquireResult::Acquired(Lease {
+                    lease_id: Some(lease),
+                    ..
+                }) => {
+                    // A claim that waited got its lock on a connection of its own: it
+                    // stays open while the lease lives.
+                    if let Some(conn) = conn {
+                        self.parked
+                            .lock()
+                            .expect("parked connections")
+                            .insert(lease, conn);
                     }
-                );
-                // status busy is in baton_claim's outputSchema: the answer may stay
-                // structured content, for clients that read it.
-                let mut result = failure(hint, None);
-                result.structured_content = Some(value);
-                return result;
-            }
+                }
+                AcquireResult::Busy {
+                    resource_key,
+                    held_by,
+                    conflicting_key,
+                } => {
+                    let hint = format!(
+                        "{resource_key} is busy, held by {} until {}{}: work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
+                        held_by.owner,
+                        held_by.expires_at,
+                        if conflicting_key != resource_key {
+                            format!(" (through its lock on {conflicting_key})")
+                        } else {
+                            String::new()
+                        }
+                    );
+                    // status busy is in baton_claim's outputSchema: the answer may stay
+                    // structured content, for clients that read it.
+                    let mut result = failure(hint, None);
+                    result.structured_content = Some(value);
+                    return Ok(result);
+                }
+                _ => {}
+            },
             Kind::NextNode => {
-                let value = match value {
-                    Value::Object(mut node) => {
-                        node.insert("status".into(), json!("acquired"));
-                        Value::Object(node)
-                    }
-                    _ => json!({"status": "none"}),
-                };
-                return ok(value);
+                if read::<Option<AcquiredNode>>(tool.method, result)?.is_none() {
+                    return Ok(ok(json!({"status": "none"})));
+                }
+                if let Value::Object(node) = &mut value {
+                    node.insert("status".into(), json!("acquired"));
+                }
             }
             _ => {}
         }
-        ok(value)
+        Ok(ok(value))
     }
+}
+
+/// What the hints read of a failed compare-and-set's `data`.
+#[derive(Deserialize)]
+struct VersionConflict {
+    expected_version: u64,
+    actual_version: u64,
+    actual_updated_by: Option<String>,
+}
+
+/// What the hint reads of a failed Txn's `data`.
+#[derive(Deserialize)]
+struct FailedCompares {
+    failed: Vec<IgnoredAny>,
+}
+
+/// What the hints read of the `data` of a node lease that is not live.
+#[derive(Deserialize)]
+struct NodeLeaseInvalid {
+    state: String,
+    /// Only while the node is RUNNING.
+    lease_owner: Option<String>,
+}
+
+/// What the hints read of the `data` of a lock lease that is not live.
+#[derive(Deserialize)]
+struct LockLeaseInvalid {
+    resource_key: String,
+    /// Only while someone holds the key.
+    held_by: Option<HeldBy>,
+}
+
+/// What the hint reads of a `compacted` error's `data`.
+#[derive(Deserialize)]
+struct Compacted {
+    oldest_seq: u64,
 }
 
 /// Daemon method names (and protocol words) as the MCP client knows them.
@@ -372,7 +438,7 @@ fn clause(message: &str) -> &str {
 /// which tool to call next, by its MCP name; the daemon's details (without its own hint,
 /// which names daemon methods) follow as a second text block.
 fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) -> CallToolResult {
-    let arg = |name: &str| args.get(name).and_then(Value::as_str).unwrap_or("");
+    let arg = |name: &str| argument(args, name);
     let name = tool.name;
     let check_with = match tool.group {
         Group::Locks => "baton_lock_status",
@@ -402,6 +468,12 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
                 None,
             )
         }
+        unreadable @ CallError::Unreadable { .. } => {
+            return failure(
+                format!("{}, so the outcome of {name} is unknown: check it with {check_with} before you call {name} again.", mcp_words(&unreadable.to_string())),
+                None,
+            )
+        }
         CallError::Daemon {
             kind,
             message,
@@ -413,64 +485,19 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
         // The daemon's own advice names its methods; the hint below replaces it.
         map.remove("hint");
     }
+    // The hint when the error's data is not what its hint reads.
+    let unexplained = || {
+        format!(
+            "{name} failed: {}; check with {check_with} before you call {name} again.",
+            mcp_words(&message)
+        )
+    };
     let hint = match kind.as_str() {
-        "conflict" if data.get("failed").is_some() => {
-            let n = data["failed"].as_array().map_or(0, Vec::len);
-            format!("{n} compare(s) did not hold, so nothing was written: call baton_get for each key listed in `failed` below, rebuild the change on the current values, and call baton_txn again with their versions.")
-        }
-        "conflict" => {
-            let actual = data["actual_version"].as_u64().unwrap_or(0);
-            let expected = &data["expected_version"];
-            let (ns, key) = (arg("namespace"), arg("key"));
-            match (actual, tool.method) {
-                (0, "Delete") => format!(
-                    "{ns}/{key} does not exist (you expected version {expected}), so there is nothing to delete; call baton_get if you want to check."
-                ),
-                (0, _) => format!(
-                    "Version conflict on {ns}/{key}: it does not exist (you expected version {expected}), so nothing was written; call baton_get to check, or call {name} again with expected_version 0 to create it."
-                ),
-                (_, "Delete") => format!(
-                    "Version conflict on {ns}/{key}: it is at version {actual}, written by {} (you expected version {expected}), so nothing was deleted; call baton_get to read version {actual}, and if it should still go call baton_delete with expected_version {actual}.",
-                    data["actual_updated_by"].as_str().unwrap_or("another agent")
-                ),
-                _ => format!(
-                    "Version conflict on {ns}/{key}: it is at version {actual}, written by {} (you expected version {expected}), so nothing was written; call baton_get to read version {actual}, merge your change into it, and call {name} again with expected_version {actual}.",
-                    data["actual_updated_by"].as_str().unwrap_or("another agent")
-                ),
-            }
-        }
+        "conflict" => conflict_hint(tool, args, &data).unwrap_or_else(unexplained),
         "lease_invalid" if tool.group == Group::Tasks => {
-            let node = format!("node {} of task {}", arg("node_id"), arg("task_id"));
-            match data["state"].as_str().unwrap_or("") {
-                "COMPLETED" => format!("The {node} is already completed, so there is nothing more to do for it; call baton_task_next for another node."),
-                "PENDING" => format!("Your lease on the {node} lapsed and the node went back to the queue: stop working on it and call baton_task_next to take a node."),
-                "RUNNING" if data["lease_owner"].as_str() == Some(owner) => format!(
-                    "The {node} is yours, but under another lease_id than the one you sent: pass the lease_id that baton_task_next gave you for it (call baton_task_next again only if you lost it)."
-                ),
-                "RUNNING" => format!(
-                    "The {node} is held by another worker ({}), not by your lease: drop this work and call baton_task_next for another node.",
-                    data["lease_owner"].as_str().unwrap_or("unknown")
-                ),
-                "CANCELLED" => format!("The task of the {node} was cancelled: stop working on it and call baton_task_next for other work."),
-                "FAILED" => format!("The {node} has failed for good: stop working on it and call baton_task_next for other work."),
-                _ => format!("Your lease on the {node} is not live: stop working on it and call baton_task_next to take a node."),
-            }
+            node_lease_hint(args, owner, &data).unwrap_or_else(unexplained)
         }
-        "lease_invalid" => {
-            let key = data["resource_key"]
-                .as_str()
-                .unwrap_or(arg("resource_key"))
-                .to_string();
-            let holder = match data["held_by"]["owner"].as_str() {
-                Some(other) => format!(" and {key} is now held by {other}"),
-                None => String::new(),
-            };
-            if tool.kind == tools::Kind::Release {
-                format!("Your lease on {key} is no longer live (it expired, was released, or is not yours){holder}, so there is nothing to release; call baton_claim before you change {key} again.")
-            } else {
-                format!("Your lease on {key} is gone (it expired, was released, or is not yours){holder}: stop changing {key} and call baton_claim for it again before you do.")
-            }
-        }
+        "lease_invalid" => lock_lease_hint(tool, &data).unwrap_or_else(unexplained),
         "not_found" if tool.group == Group::Tasks => {
             let task = arg("task_id");
             if message.starts_with("node") {
@@ -487,29 +514,106 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
             "batond refused {name}: {}, so nothing was changed; fix that and call {name} again.",
             mcp_words(clause(&message))
         ),
-        "compacted" => {
-            let oldest = data["oldest_seq"].as_u64().unwrap_or(1);
-            format!(
-                "The journal no longer keeps the events right after since_seq {} (the oldest it keeps is seq {oldest}), so some changes cannot be replayed: read the current values you depend on with baton_get, then call baton_events with since_seq {} to follow what happens from now on.",
-                args.get("since_seq").map_or_else(|| "0".to_string(), Value::to_string),
-                oldest.saturating_sub(1)
-            )
-        }
+        "compacted" => compacted_hint(args, &data).unwrap_or_else(unexplained),
         "overloaded" => format!("batond is overloaded and did nothing: call {name} again in a moment."),
         "unavailable" => format!(
             "batond is unavailable ({}) and wrote nothing: call {name} again later.",
             mcp_words(clause(&message))
         ),
-        _ => format!(
-            "{name} failed: {}; check with {check_with} before you call {name} again.",
-            mcp_words(&message)
-        ),
+        _ => unexplained(),
     };
     let details = match data {
         Value::Object(map) if map.keys().any(|k| k != "kind") => Some(Value::Object(map)),
         _ => None,
     };
     failure(hint, details)
+}
+
+/// A string argument of the call, or "".
+fn argument<'a>(args: &'a Map<String, Value>, name: &str) -> &'a str {
+    args.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The hint for a conflict: Txn compares that did not hold, or a version that did not
+/// match. `None` when `data` is neither.
+fn conflict_hint(tool: &Tool, args: &Map<String, Value>, data: &Value) -> Option<String> {
+    if let Ok(FailedCompares { failed }) = FailedCompares::deserialize(data) {
+        let n = failed.len();
+        return Some(format!("{n} compare(s) did not hold, so nothing was written: call baton_get for each key listed in `failed` below, rebuild the change on the current values, and call baton_txn again with their versions."));
+    }
+    let VersionConflict {
+        expected_version: expected,
+        actual_version: actual,
+        actual_updated_by,
+    } = VersionConflict::deserialize(data).ok()?;
+    let written_by = actual_updated_by.as_deref().unwrap_or("another agent");
+    let (ns, key) = (argument(args, "namespace"), argument(args, "key"));
+    let name = tool.name;
+    Some(match (actual, tool.method) {
+        (0, "Delete") => format!(
+            "{ns}/{key} does not exist (you expected version {expected}), so there is nothing to delete; call baton_get if you want to check."
+        ),
+        (0, _) => format!(
+            "Version conflict on {ns}/{key}: it does not exist (you expected version {expected}), so nothing was written; call baton_get to check, or call {name} again with expected_version 0 to create it."
+        ),
+        (_, "Delete") => format!(
+            "Version conflict on {ns}/{key}: it is at version {actual}, written by {written_by} (you expected version {expected}), so nothing was deleted; call baton_get to read version {actual}, and if it should still go call baton_delete with expected_version {actual}."
+        ),
+        _ => format!(
+            "Version conflict on {ns}/{key}: it is at version {actual}, written by {written_by} (you expected version {expected}), so nothing was written; call baton_get to read version {actual}, merge your change into it, and call {name} again with expected_version {actual}."
+        ),
+    })
+}
+
+/// The hint for a node lease that is not live, by the node's state.
+fn node_lease_hint(args: &Map<String, Value>, owner: &str, data: &Value) -> Option<String> {
+    let NodeLeaseInvalid { state, lease_owner } = NodeLeaseInvalid::deserialize(data).ok()?;
+    let node = format!(
+        "node {} of task {}",
+        argument(args, "node_id"),
+        argument(args, "task_id")
+    );
+    Some(match state.as_str() {
+        "COMPLETED" => format!("The {node} is already completed, so there is nothing more to do for it; call baton_task_next for another node."),
+        "PENDING" => format!("Your lease on the {node} lapsed and the node went back to the queue: stop working on it and call baton_task_next to take a node."),
+        "RUNNING" if lease_owner.as_deref() == Some(owner) => format!(
+            "The {node} is yours, but under another lease_id than the one you sent: pass the lease_id that baton_task_next gave you for it (call baton_task_next again only if you lost it)."
+        ),
+        "RUNNING" => format!(
+            "The {node} is held by another worker ({}), not by your lease: drop this work and call baton_task_next for another node.",
+            lease_owner.as_deref().unwrap_or("unknown")
+        ),
+        "CANCELLED" => format!("The task of the {node} was cancelled: stop working on it and call baton_task_next for other work."),
+        "FAILED" => format!("The {node} has failed for good: stop working on it and call baton_task_next for other work."),
+        _ => format!("Your lease on the {node} is not live: stop working on it and call baton_task_next to take a node."),
+    })
+}
+
+/// The hint for a lock lease that is not live, naming its holder now, if any.
+fn lock_lease_hint(tool: &Tool, data: &Value) -> Option<String> {
+    let LockLeaseInvalid {
+        resource_key: key,
+        held_by,
+    } = LockLeaseInvalid::deserialize(data).ok()?;
+    let holder = match held_by {
+        Some(other) => format!(" and {key} is now held by {}", other.owner),
+        None => String::new(),
+    };
+    Some(if tool.kind == Kind::Release {
+        format!("Your lease on {key} is no longer live (it expired, was released, or is not yours){holder}, so there is nothing to release; call baton_claim before you change {key} again.")
+    } else {
+        format!("Your lease on {key} is gone (it expired, was released, or is not yours){holder}: stop changing {key} and call baton_claim for it again before you do.")
+    })
+}
+
+/// The hint for a since_seq older than the journal keeps.
+fn compacted_hint(args: &Map<String, Value>, data: &Value) -> Option<String> {
+    let Compacted { oldest_seq: oldest } = Compacted::deserialize(data).ok()?;
+    Some(format!(
+        "The journal no longer keeps the events right after since_seq {} (the oldest it keeps is seq {oldest}), so some changes cannot be replayed: read the current values you depend on with baton_get, then call baton_events with since_seq {} to follow what happens from now on.",
+        args.get("since_seq").map_or_else(|| "0".to_string(), Value::to_string),
+        oldest.saturating_sub(1)
+    ))
 }
 
 fn text_of(value: &Value) -> String {

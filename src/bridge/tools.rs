@@ -74,6 +74,17 @@ pub enum Kind {
     Attributed(&'static str),
 }
 
+impl Kind {
+    /// Input properties the bridge reads itself and never sends to the daemon: the only
+    /// ones that need not be params of the tool's method.
+    pub fn bridge_params(self) -> &'static [&'static str] {
+        match self {
+            Kind::Guarded => &["force"],
+            _ => &[],
+        }
+    }
+}
+
 pub struct Tool {
     pub name: &'static str,
     pub group: Group,
@@ -593,6 +604,8 @@ pub fn instructions(groups: &[Group]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     fn no_type_arrays(value: &Value) -> bool {
@@ -662,6 +675,158 @@ mod tests {
             assert!(no_type_arrays(&schema), "{}", tool.name);
             assert!(no_type_arrays(&tool.output), "{}", tool.name);
         }
+    }
+
+    /// `schema` with a `$ref` into `defs` followed.
+    fn resolve<'a>(schema: &'a Value, defs: &'a Value) -> &'a Value {
+        match schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+        {
+            Some(name) => resolve(&defs[name], defs),
+            None => schema,
+        }
+    }
+
+    /// The branches of a schema: those of its `anyOf`/`oneOf`, or itself.
+    fn branches<'a>(schema: &'a Value, defs: &'a Value) -> Vec<&'a Value> {
+        let schema = resolve(schema, defs);
+        match schema.get("anyOf").or_else(|| schema.get("oneOf")) {
+            Some(Value::Array(options)) => options
+                .iter()
+                .flat_map(|option| branches(option, defs))
+                .collect(),
+            _ => vec![schema],
+        }
+    }
+
+    /// The JSON types a schema admits; `None` for any JSON.
+    fn json_types(schema: &Value, defs: &Value) -> Option<BTreeSet<String>> {
+        let mut types = BTreeSet::new();
+        for branch in branches(schema, defs) {
+            match branch.get("type") {
+                Some(Value::String(t)) => {
+                    types.insert(t.clone());
+                }
+                Some(Value::Array(ts)) => {
+                    types.extend(ts.iter().filter_map(Value::as_str).map(str::to_string))
+                }
+                _ if branch == &Value::Bool(false) => {}
+                _ => return None,
+            }
+        }
+        Some(types)
+    }
+
+    /// The values a schema allows, if it lists them (`null` aside).
+    fn enum_values(schema: &Value, defs: &Value) -> Option<Vec<Value>> {
+        let mut values = Vec::new();
+        for branch in branches(schema, defs) {
+            match branch.get("enum") {
+                Some(Value::Array(options)) => values.extend(options.iter().cloned()),
+                _ if branch.get("type") == Some(&json!("null")) => {}
+                _ => return None,
+            }
+        }
+        Some(values)
+    }
+
+    /// The first branch of `schema` that has `member` (`items`, `properties`).
+    fn member<'a>(schema: &'a Value, defs: &'a Value, member: &str) -> Option<&'a Value> {
+        branches(schema, defs)
+            .into_iter()
+            .find_map(|branch| branch.get(member))
+    }
+
+    /// Whether every value the bridge's `bridge` schema lets through is one the daemon's
+    /// `daemon` schema takes: by JSON type, listed values, array items and object
+    /// properties, recursively. Problems go to `problems`, named by `path`.
+    fn compatible(
+        bridge: &Value,
+        daemon: &Value,
+        defs: &Value,
+        path: &str,
+        problems: &mut Vec<String>,
+    ) {
+        let Some(daemon_types) = json_types(daemon, defs) else {
+            return; // the daemon takes any JSON here
+        };
+        let Some(bridge_types) = json_types(bridge, &Value::Null) else {
+            problems.push(format!(
+                "{path}: the bridge passes any JSON, the daemon takes only {daemon_types:?}"
+            ));
+            return;
+        };
+        for t in &bridge_types {
+            let taken =
+                daemon_types.contains(t) || (t == "integer" && daemon_types.contains("number"));
+            if !taken {
+                problems.push(format!(
+                    "{path}: the bridge passes {t}, the daemon takes only {daemon_types:?}"
+                ));
+            }
+        }
+        if let (Some(Value::Array(ours)), Some(theirs)) =
+            (bridge.get("enum"), enum_values(daemon, defs))
+        {
+            for value in ours.iter().filter(|v| !theirs.contains(v)) {
+                problems.push(format!(
+                    "{path}: the bridge passes {value}, the daemon takes only {}",
+                    Value::from(theirs.clone())
+                ));
+            }
+        }
+        if let Some(items) = bridge.get("items") {
+            match member(daemon, defs, "items") {
+                Some(theirs) => compatible(items, theirs, defs, &format!("{path}[]"), problems),
+                None => problems.push(format!("{path}: the daemon's has no items")),
+            }
+        }
+        if let Some(Value::Object(properties)) = bridge.get("properties") {
+            let theirs = member(daemon, defs, "properties");
+            for (name, schema) in properties {
+                let path = format!("{path}.{name}");
+                match theirs.and_then(|t| t.get(name)) {
+                    Some(theirs) => compatible(schema, theirs, defs, &path, problems),
+                    None => problems.push(format!("{path} is not a field the daemon takes")),
+                }
+            }
+        }
+    }
+
+    /// Every argument a tool passes on is a param of its daemon method, as
+    /// DescribeInterface publishes the method, of a type the method takes.
+    #[test]
+    fn every_argument_is_a_param_of_the_daemon_method() {
+        let methods = crate::methods::describe_all();
+        let mut problems = Vec::new();
+        for tool in catalogue() {
+            let Some(method) = methods.iter().find(|m| m.method == tool.method) else {
+                problems.push(format!("{}: no daemon method {}", tool.name, tool.method));
+                continue;
+            };
+            let params = serde_json::to_value(&method.params_schema).unwrap();
+            let defs = params.get("$defs").cloned().unwrap_or(Value::Null);
+            let input = Value::Object(tool.input_schema());
+            let own = tool.kind.bridge_params();
+            for name in own {
+                assert!(
+                    input["properties"].get(name).is_some(),
+                    "{}: {name} is listed as the bridge's own but is no argument",
+                    tool.name
+                );
+            }
+            let arguments = input["properties"].as_object().unwrap();
+            for (name, schema) in arguments.iter().filter(|(n, _)| !own.contains(&n.as_str())) {
+                let path = format!("{}.{name}", tool.name);
+                match params["properties"].get(name) {
+                    Some(theirs) => compatible(schema, theirs, &defs, &path, &mut problems),
+                    None => problems.push(format!("{path} is not a param of {}", tool.method)),
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
     #[test]

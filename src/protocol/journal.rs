@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Json;
 
 /// One journal entry.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
     pub seq: u64,
     #[serde(rename = "type")]
@@ -100,7 +100,7 @@ pub struct ReadEventsParams {
     pub task_id: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ReadEventsResult {
     pub events: Vec<Event>,
     /// Pass as `since_seq` to continue where this read stopped.

@@ -31,7 +31,7 @@ pub struct AcquireResourceLockParams {
 }
 
 /// The current holder of a key, as others see it (never its lease id).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HeldBy {
     pub owner: String,
     pub provider: Option<String>,
@@ -44,7 +44,7 @@ pub struct HeldBy {
 }
 
 /// What the last holder of a key declared when it let go.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Previous {
     pub outcome: String,
     pub owner: String,
@@ -56,7 +56,7 @@ pub struct Previous {
 }
 
 /// A lease held by the caller.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Lease {
     pub resource_key: String,
     /// The holder's secret, shown only to the connection that acquired it: an
@@ -99,7 +99,7 @@ pub struct HeartbeatResourceLockParams {
     pub ttl_secs: Option<u64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HeartbeatResult {
     pub resource_key: String,
     pub expires_at: String,

@@ -24,7 +24,7 @@ pub struct GetResult {
 }
 
 /// The stored state of a live record.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RecordState {
     #[schemars(with = "serde_json::Value")]
     pub value: Json,
@@ -58,7 +58,7 @@ pub struct SetParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SetResult {
     pub namespace: String,
     pub key: String,
@@ -79,7 +79,7 @@ pub struct DeleteParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct DeleteResult {
     pub deleted: bool,
     /// The tombstone's version when deleted; otherwise the key's last version (0 if never written).
@@ -123,7 +123,7 @@ pub struct HistoryParams {
     pub before_version: Option<u64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryEntry {
     pub version: u64,
     #[schemars(with = "serde_json::Value")]
@@ -134,7 +134,7 @@ pub struct HistoryEntry {
     pub deleted: bool,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryResult {
     /// Newest first.
     pub history: Vec<HistoryEntry>,

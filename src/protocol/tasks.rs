@@ -40,7 +40,7 @@ pub struct RegisterTaskParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RegisterTaskResult {
     pub task_id: String,
     /// In the order the nodes were given.
@@ -65,7 +65,7 @@ pub struct AcquireNextNodeParams {
     pub wait_ms: Option<u64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NodeContext {
     pub goal: String,
     #[schemars(with = "Option<serde_json::Value>")]
@@ -78,7 +78,7 @@ pub struct NodeContext {
     pub recent_events: Vec<std::sync::Arc<RawValue>>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct AcquiredNode {
     pub task_id: String,
     pub node_id: String,
@@ -173,7 +173,7 @@ pub struct TaskStatusParams {
     pub task_id: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct TaskSummary {
     pub task_id: String,
     pub goal: String,
@@ -183,7 +183,7 @@ pub struct TaskSummary {
     pub updated_at: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NodeSummary {
     pub node_id: String,
     pub name: Option<String>,
@@ -200,7 +200,7 @@ pub struct NodeSummary {
     pub updated_at: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct TaskStatusResult {
     pub task: TaskSummary,
     /// Nodes per state (every state is listed, 0 when none).
@@ -219,7 +219,7 @@ pub struct ListTasksParams {
     pub limit: Option<u64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListTasksResult {
     pub tasks: Vec<TaskSummary>,
 }
@@ -231,7 +231,7 @@ pub struct CancelTaskParams {
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CancelTaskResult {
     pub task_id: String,
     pub status: String,

@@ -21,7 +21,7 @@ impl From<CallError> for Failure {
     fn from(err: CallError) -> Failure {
         let code = match &err {
             CallError::Unreachable { .. } => 69,
-            CallError::NotSent(_) | CallError::Lost(_) => 1,
+            CallError::NotSent(_) | CallError::Lost(_) | CallError::Unreadable { .. } => 1,
             CallError::Daemon { kind, .. } => match kind.as_str() {
                 "invalid" | "invalid_params" | "parse_error" | "invalid_request"
                 | "method_not_found" | "request_too_large" | "value_too_large" => 2,

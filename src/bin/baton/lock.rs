@@ -1,12 +1,24 @@
 //! `baton lock ...`.
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use baton::client::Connection;
+use baton::client::{read, Connection};
+use baton::protocol::locks::{
+    AcquireResult, HeartbeatResult, ListResourceLocksResult, Outcome as LeaseOutcome, StatusResult,
+};
 
 use crate::cli::{default_owner, params, parse_json, LockCommand};
 use crate::failure::Outcome;
-use crate::out::{text, Out};
+use crate::out::{or_dash, text, Out};
+
+/// What `baton lock release` reads of ReleaseResourceLock's result. The daemon's
+/// `ReleaseResult` is written from a static string and cannot be read back; the test
+/// below ties the two.
+#[derive(Deserialize)]
+struct Released {
+    outcome: LeaseOutcome,
+}
 
 pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Outcome {
     match command {
@@ -18,8 +30,8 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             metadata,
         } => {
             let metadata = metadata.map(|m| parse_json("--metadata", &m)).transpose()?;
-            let r = conn
-                .call(
+            let result = conn
+                .call_raw(
                     "AcquireResourceLock",
                     &params(vec![
                         ("resource_key", Some(json!(key))),
@@ -30,41 +42,54 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
+            let r: AcquireResult = read("AcquireResourceLock", &result)?;
             // already_held through another connection: the lease id went only to that one.
-            let held_elsewhere = r["status"] == "already_held" && r.get("lease_id").is_none();
-            let busy = r["status"] == "busy" || held_elsewhere;
+            let held_elsewhere =
+                matches!(&r, AcquireResult::AlreadyHeld(lease) if lease.lease_id.is_none());
+            let busy = matches!(r, AcquireResult::Busy { .. }) || held_elsewhere;
             if out.json {
-                out.raw(&r);
-            } else if held_elsewhere {
-                eprintln!(
+                out.raw(&result);
+                return Ok(if busy { 5 } else { 0 });
+            }
+            match &r {
+                AcquireResult::AlreadyHeld(lease) if held_elsewhere => eprintln!(
                     "{}: {} is already held by {} (this owner) until {}; its lease id was printed by the acquire that took it, and is shown to nobody else: release it with that id, or wait until it expires",
                     out.status("busy"),
-                    text(&r["resource_key"]),
-                    text(&r["owner"]),
-                    text(&r["expires_at"]),
-                );
-            } else if busy {
-                let held = &r["held_by"];
-                eprintln!(
+                    text(&lease.resource_key),
+                    text(&lease.owner),
+                    text(&lease.expires_at),
+                ),
+                AcquireResult::Busy {
+                    resource_key,
+                    held_by,
+                    conflicting_key,
+                } => eprintln!(
                     "{}: {} is held by {} until {}{}; retry later or wait with --wait MS",
                     out.status("busy"),
-                    text(&r["resource_key"]),
-                    text(&held["owner"]),
-                    text(&held["expires_at"]),
-                    match r["conflicting_key"].as_str() {
-                        Some(k) if r["resource_key"].as_str() != Some(k) => format!(" (via {k})"),
-                        _ => String::new(),
+                    text(resource_key),
+                    text(&held_by.owner),
+                    text(&held_by.expires_at),
+                    if conflicting_key != resource_key {
+                        format!(" (via {conflicting_key})")
+                    } else {
+                        String::new()
                     }
-                );
-            } else {
-                println!("{}", text(&r["lease_id"]));
-                eprintln!(
-                    "{} {}  fencing token {}  expires {}",
-                    out.status(r["status"].as_str().unwrap_or("")),
-                    text(&r["resource_key"]),
-                    r["fencing_token"],
-                    text(&r["expires_at"])
-                );
+                ),
+                AcquireResult::Acquired(lease) | AcquireResult::AlreadyHeld(lease) => {
+                    let status = if matches!(r, AcquireResult::Acquired(_)) {
+                        "acquired"
+                    } else {
+                        "already_held"
+                    };
+                    println!("{}", or_dash(lease.lease_id.as_deref()));
+                    eprintln!(
+                        "{} {}  fencing token {}  expires {}",
+                        out.status(status),
+                        text(&lease.resource_key),
+                        lease.fencing_token,
+                        text(&lease.expires_at)
+                    );
+                }
             }
             Ok(if busy { 5 } else { 0 })
         }
@@ -75,8 +100,9 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             moved_to,
             note,
         } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<Released>(
+                    conn,
                     "ReleaseResourceLock",
                     &params(vec![
                         ("resource_key", Some(json!(key))),
@@ -87,16 +113,15 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-            } else {
-                println!("{} {key} ({})", out.status("released"), text(&r["outcome"]));
+            if let Some(r) = answer {
+                println!("{} {key} ({})", out.status("released"), r.outcome.as_str());
             }
             Ok(0)
         }
         LockCommand::Heartbeat { key, lease_id, ttl } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<HeartbeatResult>(
+                    conn,
                     "HeartbeatResourceLock",
                     &params(vec![
                         ("resource_key", Some(json!(key))),
@@ -105,48 +130,49 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-            } else {
-                println!("{key} expires {}", text(&r["expires_at"]));
+            if let Some(r) = answer {
+                println!("{key} expires {}", text(&r.expires_at));
             }
             Ok(0)
         }
         LockCommand::Status { key } => {
-            let r = conn
-                .call("ResourceLockStatus", &json!({"resource_key": key}))
+            let result = conn
+                .call_raw("ResourceLockStatus", &json!({"resource_key": key}))
                 .await?;
-            let held = r["status"] == "held";
+            let r: StatusResult = read("ResourceLockStatus", &result)?;
+            let held = matches!(r, StatusResult::Held { .. });
             if out.json {
-                out.raw(&r);
-            } else if held {
-                let h = &r["held_by"];
-                println!(
+                out.raw(&result);
+                return Ok(if held { 5 } else { 0 });
+            }
+            match &r {
+                StatusResult::Held { held_by, .. } => println!(
                     "{} {key}  by {}  since {}  until {}",
                     out.status("held"),
-                    text(&h["owner"]),
-                    text(&h["acquired_at"]),
-                    text(&h["expires_at"])
-                );
-            } else {
-                let previous = &r["previous"];
-                if previous.is_null() {
-                    println!("{} {key}", out.status("available"));
-                } else {
-                    println!(
-                        "{} {key}  last: {} by {} at {}",
-                        out.status("available"),
-                        text(&previous["outcome"]),
-                        text(&previous["owner"]),
-                        text(&previous["at"])
-                    );
+                    text(&held_by.owner),
+                    text(&held_by.acquired_at),
+                    text(&held_by.expires_at)
+                ),
+                StatusResult::Available { previous: None, .. } => {
+                    println!("{} {key}", out.status("available"))
                 }
+                StatusResult::Available {
+                    previous: Some(previous),
+                    ..
+                } => println!(
+                    "{} {key}  last: {} by {} at {}",
+                    out.status("available"),
+                    text(&previous.outcome),
+                    text(&previous.owner),
+                    text(&previous.at)
+                ),
             }
             Ok(if held { 5 } else { 0 })
         }
         LockCommand::List { prefix, owner } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<ListResourceLocksResult>(
+                    conn,
                     "ListResourceLocks",
                     &params(vec![
                         ("prefix", prefix.map(Value::from)),
@@ -154,21 +180,17 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-                return Ok(0);
-            }
-            let rows: Vec<Vec<String>> = r["locks"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let Some(r) = answer else { return Ok(0) };
+            let rows: Vec<Vec<String>> = r
+                .locks
+                .iter()
                 .map(|l| {
                     vec![
-                        text(&l["resource_key"]),
-                        text(&l["owner"]),
-                        text(&l["acquired_at"]),
-                        text(&l["expires_at"]),
-                        l["fencing_token"].to_string(),
+                        text(&l.resource_key),
+                        text(&l.held_by.owner),
+                        text(&l.held_by.acquired_at),
+                        text(&l.held_by.expires_at),
+                        l.held_by.fencing_token.to_string(),
                     ]
                 })
                 .collect();
@@ -178,5 +200,24 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             );
             Ok(0)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton::protocol::locks::ReleaseResult;
+    use serde_json::value::to_raw_value;
+
+    use super::*;
+
+    #[test]
+    fn release_reads_what_the_daemon_writes() {
+        let released = ReleaseResult {
+            status: "released",
+            resource_key: "file:a".into(),
+            outcome: LeaseOutcome::Moved,
+        };
+        let r: Released = read("ReleaseResourceLock", &to_raw_value(&released).unwrap()).unwrap();
+        assert_eq!(r.outcome, LeaseOutcome::Moved);
     }
 }

@@ -4,11 +4,16 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use std::collections::BTreeMap;
+
 use clap::Parser;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use baton::client::Connection;
+use baton::client::{read, Connection};
 use baton::config::Config;
+use baton::protocol::journal::ReadEventsResult;
+use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult, SetResult};
 
 mod cli;
 mod events;
@@ -21,33 +26,31 @@ use cli::{arg_or_stdin, params, parse_json, Cli, Colour, Command};
 use events::follow_events;
 use failure::{Failure, Outcome};
 use lock::lock;
-use out::{compact, event_row, text, Out};
+use out::{compact_raw, event_row, or_dash, pretty, text, Out};
 use task::task;
 
 async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
     match cli.command {
         Command::Get { namespace, key } => {
-            let r = conn
-                .call("Get", &json!({"namespace": namespace, "key": key}))
+            let result = conn
+                .call_raw("Get", &json!({"namespace": namespace, "key": key}))
                 .await?;
+            let r: GetResult = read("Get", &result)?;
             if out.json {
-                out.raw(&r);
-            } else if r["found"] == true {
+                out.raw(&result);
+            } else if let Some(record) = &r.record {
                 eprintln!(
                     "{}/{}  version {}  revision {}  by {}  at {}",
                     namespace,
                     key,
-                    r["version"],
-                    r["revision"],
-                    text(&r["updated_by"]),
-                    text(&r["updated_at"])
+                    record.version,
+                    record.revision,
+                    or_dash(record.updated_by.as_deref()),
+                    text(&record.updated_at)
                 );
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r["value"]).unwrap_or_default()
-                );
+                println!("{}", pretty(&record.value));
             }
-            match (r["found"] == true, out.json) {
+            match (r.found, out.json) {
                 (true, _) => Ok(0),
                 (false, true) => Ok(3),
                 (false, false) => Err(Failure::new(
@@ -70,8 +73,9 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
             } else {
                 serde_json::from_str(&value).unwrap_or(Value::String(value))
             };
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<SetResult>(
+                    conn,
                     "Set",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
@@ -82,12 +86,10 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-            } else {
+            if let Some(r) = answer {
                 println!(
                     "{namespace}/{key}  version {} (was {})  revision {}",
-                    r["version"], r["previous_version"], r["revision"]
+                    r.version, r.previous_version, r.revision
                 );
             }
             Ok(0)
@@ -98,8 +100,9 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
             expect,
             by,
         } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<DeleteResult>(
+                    conn,
                     "Delete",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
@@ -109,12 +112,12 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-            } else if r["deleted"] == true {
-                println!("{namespace}/{key}  deleted at version {}", r["version"]);
-            } else {
-                println!("{namespace}/{key}  did not exist");
+            match answer {
+                Some(r) if r.deleted => {
+                    println!("{namespace}/{key}  deleted at version {}", r.version)
+                }
+                Some(_) => println!("{namespace}/{key}  did not exist"),
+                None => {}
             }
             Ok(0)
         }
@@ -123,8 +126,9 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
             prefix,
             limit,
         } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<ListResult>(
+                    conn,
                     "List",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
@@ -133,21 +137,17 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-                return Ok(0);
-            }
-            let rows: Vec<Vec<String>> = r["records"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let Some(r) = answer else { return Ok(0) };
+            let rows: Vec<Vec<String>> = r
+                .records
+                .iter()
                 .map(|rec| {
                     vec![
-                        text(&rec["key"]),
-                        rec["version"].to_string(),
-                        compact(&rec["value"], 50),
-                        text(&rec["updated_by"]),
-                        text(&rec["updated_at"]),
+                        text(&rec.key),
+                        rec.state.version.to_string(),
+                        compact_raw(&rec.state.value, 50),
+                        or_dash(rec.state.updated_by.as_deref()),
+                        text(&rec.state.updated_at),
                     ]
                 })
                 .collect();
@@ -155,7 +155,7 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                 &["KEY", "VERSION", "VALUE", "UPDATED_BY", "UPDATED_AT"],
                 &rows,
             );
-            if let Some(after) = r["next_after"].as_str() {
+            if let Some(after) = &r.next_after {
                 eprintln!("more: --prefix or a larger --limit (next page after {after})");
             }
             Ok(0)
@@ -165,8 +165,9 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
             key,
             limit,
         } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<HistoryResult>(
+                    conn,
                     "History",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
@@ -175,11 +176,9 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
+            let Some(HistoryResult { history }) = answer else {
                 return Ok(0);
-            }
-            let history = r["history"].as_array().cloned().unwrap_or_default();
+            };
             if history.is_empty() {
                 return Err(Failure::new(
                     3,
@@ -190,15 +189,15 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                 .iter()
                 .map(|h| {
                     vec![
-                        h["version"].to_string(),
-                        if h["deleted"] == true {
+                        h.version.to_string(),
+                        if h.deleted {
                             out.paint("31", "(deleted)")
                         } else {
-                            compact(&h["value"], 50)
+                            compact_raw(&h.value, 50)
                         },
-                        text(&h["updated_by"]),
-                        text(&h["updated_at"]),
-                        h["revision"].to_string(),
+                        or_dash(h.updated_by.as_deref()),
+                        text(&h.updated_at),
+                        h.revision.to_string(),
                     ]
                 })
                 .collect();
@@ -236,74 +235,56 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
             let mut p = filter.as_object().cloned().unwrap_or_default();
             p.insert("since_seq".into(), json!(since.unwrap_or(0)));
             p.insert("limit".into(), json!(limit));
-            let r = conn.call("ReadEvents", &Value::Object(p)).await?;
-            if out.json {
-                out.raw(&r);
-                return Ok(0);
-            }
-            let rows: Vec<Vec<String>> = r["events"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(event_row)
-                .collect();
+            let answer = out
+                .answer::<ReadEventsResult>(conn, "ReadEvents", &Value::Object(p))
+                .await?;
+            let Some(r) = answer else { return Ok(0) };
+            let rows: Vec<Vec<String>> = r.events.iter().map(event_row).collect();
             out.table(&["SEQ", "AT", "TYPE", "SUBJECT", "ACTOR", "DATA"], &rows);
-            eprintln!("next: baton events --since {}", r["next_seq"]);
+            eprintln!("next: baton events --since {}", r.next_seq);
             Ok(0)
         }
         Command::Health => {
-            let r = conn.call("Health", &json!({})).await?;
-            if out.json {
-                out.raw(&r);
-            } else {
+            if let Some(r) = out.answer::<Health>(conn, "Health", &json!({})).await? {
                 println!(
                     "{}  batond {}  schema {}  database {}  up {}s",
-                    out.status(r["status"].as_str().unwrap_or("?")),
-                    text(&r["version"]),
-                    r["schema_version"],
-                    text(&r["database"]),
-                    r["uptime_secs"]
+                    out.status(&r.status),
+                    text(&r.version),
+                    r.schema_version,
+                    text(&r.database),
+                    r.uptime_secs
                 );
             }
             Ok(0)
         }
         Command::Metrics => {
-            let r = conn.call("Metrics", &json!({})).await?;
-            if out.json {
-                out.raw(&r);
+            let Some(r) = out.answer::<Metrics>(conn, "Metrics", &json!({})).await? else {
                 return Ok(0);
-            }
+            };
             println!(
                 "up {}s  connections {} open ({} total)  records {} live  journal {} events (head {})  commits {} (mean batch {:.1})  locks {} live, {} waiting",
-                r["uptime_secs"],
-                r["connections"]["open"],
-                r["connections"]["total"],
-                r["records"]["live"],
-                r["journal"]["length"],
-                r["journal"]["head_seq"],
-                r["storage"]["commits"],
-                r["storage"]["mean_batch"].as_f64().unwrap_or(0.0),
-                r["locks"]["live"],
-                r["locks"]["waiting"],
+                r.uptime_secs,
+                r.connections.open,
+                r.connections.total,
+                r.records.live,
+                r.journal.length,
+                r.journal.head_seq,
+                r.storage.commits,
+                r.storage.mean_batch,
+                r.locks.live,
+                r.locks.waiting,
             );
-            let rows: Vec<Vec<String>> = r["methods"]
-                .as_object()
-                .into_iter()
-                .flatten()
+            let rows: Vec<Vec<String>> = r
+                .methods
+                .iter()
                 .map(|(name, m)| {
-                    let mut row = vec![
+                    vec![
                         name.clone(),
-                        m["count"].to_string(),
-                        m["errors"].to_string(),
-                    ];
-                    for field in ["p50_us", "p99_us"] {
-                        row.push(
-                            m.get(field)
-                                .map(|v| v.to_string())
-                                .unwrap_or_else(|| "-".into()),
-                        );
-                    }
-                    row
+                        m.count.to_string(),
+                        m.errors.to_string(),
+                        m.p50_us.to_string(),
+                        m.p99_us.to_string(),
+                    ]
                 })
                 .collect();
             if !rows.is_empty() {
@@ -317,11 +298,70 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
                 Some(p) => parse_json("PARAMS", &arg_or_stdin(&p)?)?,
                 None => json!({}),
             };
-            let r = conn.call(&method, &params).await?;
-            out.raw(&r);
+            out.raw(&conn.call_raw(&method, &params).await?);
             Ok(0)
         }
     }
+}
+
+/// What `baton health` reads of Health's result. The daemon's `HealthResult` is written
+/// from static strings and cannot be read back; the test below ties the two.
+#[derive(Deserialize)]
+struct Health {
+    status: String,
+    database: String,
+    schema_version: i64,
+    version: String,
+    uptime_secs: u64,
+}
+
+/// What `baton metrics` reads of Metrics' result (`MetricsResult`, likewise write-only).
+#[derive(Deserialize)]
+struct Metrics {
+    uptime_secs: u64,
+    methods: BTreeMap<String, MethodFigures>,
+    connections: ConnectionFigures,
+    records: RecordFigures,
+    journal: JournalFigures,
+    storage: StorageFigures,
+    locks: LockFigures,
+}
+
+#[derive(Deserialize)]
+struct MethodFigures {
+    count: u64,
+    errors: u64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+#[derive(Deserialize)]
+struct ConnectionFigures {
+    open: u64,
+    total: u64,
+}
+
+#[derive(Deserialize)]
+struct RecordFigures {
+    live: u64,
+}
+
+#[derive(Deserialize)]
+struct JournalFigures {
+    length: u64,
+    head_seq: u64,
+}
+
+#[derive(Deserialize)]
+struct StorageFigures {
+    commits: u64,
+    mean_batch: f64,
+}
+
+#[derive(Deserialize)]
+struct LockFigures {
+    live: u64,
+    waiting: u64,
 }
 
 fn main() -> ExitCode {
@@ -374,5 +414,98 @@ fn main() -> ExitCode {
             eprintln!("{label} {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use baton::methods::system::{
+        ConnectionFigures, HealthResult, JournalFigures, LockFigures, MetricsResult, RecordFigures,
+        StorageFigures,
+    };
+    use baton::metrics::MethodFigures;
+    use serde_json::value::to_raw_value;
+
+    use super::*;
+
+    #[test]
+    fn health_reads_what_the_daemon_writes() {
+        let health = HealthResult {
+            status: "degraded",
+            database: "failing",
+            database_error: Some("disk".into()),
+            schema_version: 4,
+            version: "1.2.3",
+            uptime_secs: 9,
+        };
+        let r: Health = read("Health", &to_raw_value(&health).unwrap()).unwrap();
+        assert_eq!(
+            (r.status.as_str(), r.database.as_str(), r.schema_version),
+            ("degraded", "failing", 4)
+        );
+        assert_eq!((r.version.as_str(), r.uptime_secs), ("1.2.3", 9));
+    }
+
+    #[test]
+    fn metrics_reads_what_the_daemon_writes() {
+        let figures = MethodFigures {
+            count: 5,
+            errors: 1,
+            p50_us: 20,
+            p99_us: 90,
+            max_us: 100,
+        };
+        let metrics = MetricsResult {
+            uptime_secs: 7,
+            methods: BTreeMap::from([("Get", figures)]),
+            connections: ConnectionFigures {
+                open: 2,
+                total: 3,
+                accept_errors: 0,
+            },
+            records: RecordFigures {
+                live: 4,
+                tombstones: 1,
+            },
+            journal: JournalFigures {
+                length: 6,
+                head_seq: 8,
+                oldest_seq: 1,
+            },
+            storage: StorageFigures {
+                commits: 10,
+                failed_commits: 0,
+                writes: 15,
+                max_batch: 3,
+                mean_batch: 1.5,
+                db_bytes: 4096,
+                wal_bytes: 0,
+            },
+            locks: LockFigures {
+                live: 11,
+                waiting: 12,
+            },
+            tasks: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            node_waiters: 0,
+        };
+        let r: Metrics = read("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
+        let get = &r.methods["Get"];
+        assert_eq!(
+            (get.count, get.errors, get.p50_us, get.p99_us),
+            (5, 1, 20, 90)
+        );
+        assert_eq!(
+            (r.uptime_secs, r.connections.open, r.connections.total),
+            (7, 2, 3)
+        );
+        assert_eq!(
+            (r.records.live, r.journal.length, r.journal.head_seq),
+            (4, 6, 8)
+        );
+        assert_eq!((r.storage.commits, r.storage.mean_batch), (10, 1.5));
+        assert_eq!((r.locks.live, r.locks.waiting), (11, 12));
     }
 }

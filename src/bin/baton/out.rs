@@ -1,6 +1,12 @@
 //! Where output goes and how it looks: tables with colour on a terminal, or JSON.
 
+use serde_json::value::RawValue;
 use serde_json::Value;
+
+use baton::client::{read, Answer, Connection};
+use baton::protocol::journal::Event;
+
+use crate::failure::Failure;
 
 /// Where output goes and how it looks.
 pub struct Out {
@@ -28,12 +34,25 @@ impl Out {
         self.paint(code, text)
     }
 
-    /// The result as JSON (for --json).
-    pub fn raw(&self, value: &Value) {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        );
+    /// The result as batond sent it (for --json).
+    pub fn raw(&self, result: &RawValue) {
+        println!("{}", pretty(result));
+    }
+
+    /// Calls `method`. With --json, prints its result as batond sent it and returns
+    /// `None`; else returns the result read as `R`, for a table.
+    pub async fn answer<R: Answer>(
+        &self,
+        conn: &mut Connection,
+        method: &str,
+        params: &Value,
+    ) -> Result<Option<R>, Failure> {
+        let result = conn.call_raw(method, params).await?;
+        if self.json {
+            self.raw(&result);
+            return Ok(None);
+        }
+        Ok(Some(read(method, &result)?))
     }
 
     /// Rows under a header, columns aligned.
@@ -78,46 +97,71 @@ pub fn visible_len(text: &str) -> usize {
     n
 }
 
-/// A JSON value on one line, cut to `max` characters.
-pub fn compact(value: &Value, max: usize) -> String {
-    let text = match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
-    if text.chars().count() > max {
-        format!("{}...", text.chars().take(max - 3).collect::<String>())
-    } else {
-        text
+/// JSON as batond sent it, indented.
+pub fn pretty(raw: &RawValue) -> String {
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(value) => serde_json::to_string_pretty(&value).unwrap_or_default(),
+        Err(_) => raw.get().to_string(),
     }
 }
 
-pub fn text(value: &Value) -> String {
-    compact(value, 200)
+/// A JSON value on one line, cut to `max` characters.
+pub fn compact(value: &Value, max: usize) -> String {
+    match value {
+        Value::String(s) => cut(s, max),
+        Value::Null => "-".into(),
+        other => cut(&other.to_string(), max),
+    }
 }
 
-pub fn event_row(e: &Value) -> Vec<String> {
+/// JSON as batond sent it, on one line, cut to `max` characters.
+pub fn compact_raw(raw: &RawValue, max: usize) -> String {
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(value) => compact(&value, max),
+        Err(_) => cut(raw.get(), max),
+    }
+}
+
+/// `text` cut to `max` characters.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}...", text.chars().take(max - 3).collect::<String>())
+    } else {
+        text.to_string()
+    }
+}
+
+pub fn text(text: &str) -> String {
+    cut(text, 200)
+}
+
+/// `text`, or `-` when absent.
+pub fn or_dash(text: Option<&str>) -> String {
+    text.map_or_else(|| "-".into(), self::text)
+}
+
+pub fn event_row(e: &Event) -> Vec<String> {
     let subject = match (
-        e["namespace"].as_str(),
-        e["key"].as_str(),
-        e["resource_key"].as_str(),
-        e["task_id"].as_str(),
+        e.namespace.as_deref(),
+        e.key.as_deref(),
+        e.resource_key.as_deref(),
+        e.task_id.as_deref(),
     ) {
         (Some(ns), Some(key), _, _) => format!("{ns}/{key}"),
         (Some(ns), None, _, _) => ns.to_string(),
         (_, _, Some(resource), _) => resource.to_string(),
-        (_, _, _, Some(task)) => match e["node_id"].as_str() {
+        (_, _, _, Some(task)) => match e.node_id.as_deref() {
             Some(node) => format!("{task} {node}"),
             None => task.to_string(),
         },
         _ => "-".to_string(),
     };
     vec![
-        e["seq"].to_string(),
-        text(&e["at"]),
-        text(&e["type"]),
+        e.seq.to_string(),
+        text(&e.at),
+        text(&e.kind),
         subject,
-        text(&e["actor"]),
-        compact(&e["data"], 60),
+        or_dash(e.actor.as_deref()),
+        compact_raw(&e.data, 60),
     ]
 }

@@ -3,10 +3,13 @@
 use serde_json::{json, Value};
 
 use baton::client::Connection;
+use baton::protocol::tasks::{
+    CancelTaskResult, ListTasksResult, RegisterTaskResult, TaskStatusResult,
+};
 
 use crate::cli::{arg_or_stdin, params, parse_json, TaskCommand};
 use crate::failure::{Failure, Outcome};
-use crate::out::{compact, text, Out};
+use crate::out::{cut, or_dash, text, Out};
 
 pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Outcome {
     match command {
@@ -18,48 +21,39 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                     .map_err(|e| Failure::new(2, format!("cannot read {file}: {e}")))?
             };
             let spec = parse_json(&file, &source)?;
-            let r = conn.call("RegisterTask", &spec).await?;
-            if out.json {
-                out.raw(&r);
-            } else {
-                println!("{}", text(&r["task_id"]));
-                let ids: Vec<String> = r["node_ids"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(text)
-                    .collect();
+            let answer = out
+                .answer::<RegisterTaskResult>(conn, "RegisterTask", &spec)
+                .await?;
+            if let Some(r) = answer {
+                println!("{}", text(&r.task_id));
+                let ids: Vec<String> = r.node_ids.iter().map(|id| text(id)).collect();
                 eprintln!("registered with {} nodes: {}", ids.len(), ids.join(", "));
             }
             Ok(0)
         }
         TaskCommand::Status { task_id } => {
-            let r = conn
-                .call("TaskStatus", &json!({"task_id": task_id}))
+            let answer = out
+                .answer::<TaskStatusResult>(conn, "TaskStatus", &json!({"task_id": task_id}))
                 .await?;
-            if out.json {
-                out.raw(&r);
-                return Ok(0);
-            }
-            let t = &r["task"];
+            let Some(r) = answer else { return Ok(0) };
+            let t = &r.task;
             println!(
                 "{}  {}  {}  created {}",
-                text(&t["task_id"]),
-                out.status(t["status"].as_str().unwrap_or("")),
-                text(&t["goal"]),
-                text(&t["created_at"])
+                text(&t.task_id),
+                out.status(&t.status),
+                text(&t.goal),
+                text(&t.created_at)
             );
-            let rows: Vec<Vec<String>> = r["nodes"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let rows: Vec<Vec<String>> = r
+                .nodes
+                .iter()
                 .map(|n| {
                     vec![
-                        text(&n["node_id"]),
-                        text(&n["name"]),
-                        out.status(n["state"].as_str().unwrap_or("")),
-                        format!("{}/{}", n["attempts"], n["max_attempts"]),
-                        text(&n["lease_owner"]),
+                        text(&n.node_id),
+                        or_dash(n.name.as_deref()),
+                        out.status(&n.state),
+                        format!("{}/{}", n.attempts, n.max_attempts),
+                        or_dash(n.lease_owner.as_deref()),
                     ]
                 })
                 .collect();
@@ -67,8 +61,9 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         TaskCommand::List { status, limit } => {
-            let r = conn
-                .call(
+            let answer = out
+                .answer::<ListTasksResult>(
+                    conn,
                     "ListTasks",
                     &params(vec![
                         ("status", status.map(Value::from)),
@@ -76,20 +71,16 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
-            if out.json {
-                out.raw(&r);
-                return Ok(0);
-            }
-            let rows: Vec<Vec<String>> = r["tasks"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let Some(r) = answer else { return Ok(0) };
+            let rows: Vec<Vec<String>> = r
+                .tasks
+                .iter()
                 .map(|t| {
                     vec![
-                        text(&t["task_id"]),
-                        out.status(t["status"].as_str().unwrap_or("")),
-                        compact(&t["goal"], 40),
-                        text(&t["created_at"]),
+                        text(&t.task_id),
+                        out.status(&t.status),
+                        cut(&t.goal, 40),
+                        text(&t.created_at),
                     ]
                 })
                 .collect();
@@ -97,16 +88,11 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         TaskCommand::Cancel { task_id } => {
-            let r = conn
-                .call("CancelTask", &json!({"task_id": task_id}))
+            let answer = out
+                .answer::<CancelTaskResult>(conn, "CancelTask", &json!({"task_id": task_id}))
                 .await?;
-            if out.json {
-                out.raw(&r);
-            } else {
-                println!(
-                    "{task_id}  {}",
-                    out.status(r["status"].as_str().unwrap_or("cancelled"))
-                );
+            if let Some(r) = answer {
+                println!("{task_id}  {}", out.status(&r.status));
             }
             Ok(0)
         }
