@@ -486,6 +486,7 @@ mod tests {
             locks: LockFigures {
                 live: 11,
                 waiting: 12,
+                watching: 13,
             },
             tasks: BTreeMap::new(),
             nodes: BTreeMap::new(),
