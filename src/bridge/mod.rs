@@ -8,6 +8,7 @@
 //! their own, so a wait never holds up other calls, and closing that connection is how a
 //! cancelled wait ends in the daemon.
 
+mod catalogue;
 mod schema;
 pub mod stdio;
 pub mod tools;

@@ -235,9 +235,9 @@ pub fn clear_namespace(
 // ---- the rules of versions ----
 
 /// What a write produced.
-pub struct Written {
-    pub version: u64,
-    pub revision: u64,
+struct Written {
+    version: u64,
+    revision: u64,
 }
 
 /// The version a compare sees: 0 when the key is absent or deleted.
@@ -344,7 +344,7 @@ fn write_version(
 }
 
 /// Set: writes `value` if `expected` (None = unconditional) matches the live version.
-pub fn put(
+fn put(
     ctx: &mut WriteCtx<'_>,
     namespace: &str,
     key: &str,

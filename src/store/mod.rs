@@ -2,6 +2,7 @@
 //! read connections over one SQLite database in WAL mode.
 
 pub mod boundary;
+pub mod connection;
 pub mod idempotency;
 pub mod journal;
 pub mod locks;
@@ -132,7 +133,7 @@ impl Store {
                 }
             }
         };
-        let mut conn = writer::open_writer_connection(path).map_err(open_error)?;
+        let mut conn = connection::open_writer_connection(path).map_err(open_error)?;
         if !was_shut_down_cleanly(&conn).map_err(open_error)? {
             tracing::warn!(database = %path.display(), "the last shutdown was not clean; checking the database (PRAGMA quick_check)");
             let problems = quick_check(&conn).map_err(open_error)?;
@@ -151,7 +152,7 @@ impl Store {
             other => other?,
         };
         let database_id = mark_open(&conn).map_err(open_error)?;
-        if let Err(err) = writer::preallocate_wal(&conn) {
+        if let Err(err) = connection::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
         let (writer, handle) =
@@ -163,7 +164,7 @@ impl Store {
                     | OpenFlags::SQLITE_OPEN_URI,
             )
             .with_init(|c| {
-                c.set_prepared_statement_cache_capacity(writer::STATEMENT_CACHE);
+                c.set_prepared_statement_cache_capacity(connection::STATEMENT_CACHE);
                 c.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
             });
         let reads = r2d2::Pool::builder()
