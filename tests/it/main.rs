@@ -8,6 +8,7 @@ mod credentials;
 mod durability;
 mod layering;
 mod lifecycle;
+mod lock_expiry;
 mod locks;
 mod state;
 mod subscribe;
