@@ -7,13 +7,17 @@ use serde_json::value::RawValue;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::methods::writer::Writer;
 use crate::methods::{self, system};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
 pub struct App {
     pub config: Config,
+    /// The read side of storage.
     pub store: Store,
+    /// The one writer: every change goes through it.
+    pub writer: Writer,
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
     started: Duration,
@@ -21,10 +25,11 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(config: Config, store: Store, clock: Arc<dyn Clock>) -> App {
+    pub fn new(config: Config, store: Store, writer: Writer, clock: Arc<dyn Clock>) -> App {
         App {
             config,
             store,
+            writer,
             started: clock.monotonic(),
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),

@@ -1,18 +1,92 @@
 //! The journal: ReadEvents and Publish. Every change appends one event whose `seq` is the
 //! revision of that change.
 
+use std::sync::Arc;
+
 use serde_json::value::RawValue;
 
+use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::store::journal::{self as journal_store, NewEvent};
-use crate::store::WriteCtx;
+use crate::store::boundary::{Journal, NewEvent, Storage};
 
 pub use crate::protocol::journal::*;
 
 use super::state::check_value;
+use super::writer::WriteCtx;
 use super::{limit_or_default, read, ready, reply, write, Ctx, Limits, Method, Plan};
 
-pub fn read_events(conn: &rusqlite::Connection, p: ReadEventsParams) -> Result<ReadEventsResult> {
+/// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller),
+/// stamped with the batch's time.
+pub fn append(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<()> {
+    ctx.journal().append_event(seq, ctx.now_ms, event)
+}
+
+/// The event [`append`] stores, as it is sent.
+pub fn appended(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<Arc<RawValue>> {
+    let owned = |s: Option<&str>| s.map(str::to_string);
+    Ok(Event {
+        seq: seq as u64,
+        kind: event.kind.to_string(),
+        at: format_ms(ctx.now_ms),
+        actor: owned(event.actor),
+        namespace: owned(event.namespace),
+        key: owned(event.key),
+        resource_key: owned(event.resource_key),
+        task_id: owned(event.task_id),
+        node_id: owned(event.node_id),
+        data: RawValue::from_string(event.data.to_string())?,
+    }
+    .serialized()?)
+}
+
+/// 416 when events after `since_seq` may have been compacted away.
+pub fn check_retained(journal: &dyn Journal, since_seq: u64) -> Result<()> {
+    let oldest = journal.oldest_seq()?;
+    if since_seq + 1 >= oldest {
+        return Ok(());
+    }
+    Err(Error::Compacted {
+        message: format!(
+            "events before seq {oldest} are no longer kept (CompactJournal); re-read the state you need, then continue with since_seq {}",
+            oldest - 1
+        ),
+        oldest_seq: oldest,
+    })
+}
+
+/// Removes every event before `before_seq`; returns the new oldest seq and how many events
+/// went. Record history and task state are not touched.
+pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
+    let head = ctx.head_revision() as u64;
+    if before_seq > head + 1 {
+        return Err(Error::Invalid(format!(
+            "before_seq {before_seq} is past the journal head {head}; pass at most {}",
+            head + 1
+        )));
+    }
+    let oldest = ctx.journal().oldest_seq()?;
+    if before_seq <= oldest {
+        return Ok((oldest, 0));
+    }
+    let deleted = ctx.journal().remove_before(before_seq)?;
+    // The writer's copies of recent task events may include some that are gone now.
+    ctx.tasks.forget_recent();
+    Ok((before_seq, deleted))
+}
+
+/// Events after `since_seq` up to the last committed revision.
+fn events_after(
+    storage: &dyn Storage,
+    since_seq: u64,
+    filter: &EventFilter,
+    limit: u64,
+    max_bytes: usize,
+) -> Result<(Vec<Event>, u64)> {
+    let head = storage.head_revision()? as u64;
+    storage.read_events(since_seq, head, filter, limit, max_bytes)
+}
+
+pub fn read_events(storage: &dyn Storage, p: ReadEventsParams) -> Result<ReadEventsResult> {
     let limit = limit_or_default(p.limit)?;
     let filter = EventFilter {
         types: p.types,
@@ -22,9 +96,9 @@ pub fn read_events(conn: &rusqlite::Connection, p: ReadEventsParams) -> Result<R
         task_id: p.task_id,
     };
     let since_seq = p.since_seq.unwrap_or(0);
-    let (events, next_seq) = journal_store::read(conn, since_seq, &filter, limit, READ_MAX_BYTES)?;
+    let (events, next_seq) = events_after(storage, since_seq, &filter, limit, READ_MAX_BYTES)?;
     // Checked after reading: a compaction that ran meanwhile cannot leave a silent gap.
-    journal_store::check_retained(conn, since_seq)?;
+    check_retained(storage, since_seq)?;
     Ok(ReadEventsResult { events, next_seq })
 }
 
@@ -40,7 +114,7 @@ pub fn check_publish(p: &PublishParams, limits: &Limits) -> Result<()> {
 pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult> {
     let seq = ctx.next_revision();
     let kind = format!("custom.{}", p.topic);
-    journal_store::append(
+    append(
         ctx,
         seq,
         &NewEvent {
@@ -60,7 +134,9 @@ impl Method for ReadEventsParams {
     const SUMMARY: &'static str = "Journal events with seq > since_seq, oldest first, filtered by type, namespace, key prefix, resource prefix or task; continue from next_seq.";
     type Output = ReadEventsResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, move |conn| read_events(conn, self)))
+        Ok(read::<Self>(false, move |storage| {
+            read_events(storage, self)
+        }))
     }
 }
 
@@ -82,7 +158,7 @@ impl Method for CompactJournalParams {
     type Output = CompactJournalResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            let (oldest_seq, deleted) = journal_store::compact(ctx, self.before_seq)?;
+            let (oldest_seq, deleted) = compact(ctx, self.before_seq)?;
             Ok(CompactJournalResult {
                 oldest_seq,
                 deleted,
@@ -105,12 +181,12 @@ impl Method for SubscribeParams {
     type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
-        let since = app.store.read(|conn| {
+        let since = app.store.read(|storage| {
             let since = match self.since_seq {
                 Some(since) => since,
-                None => journal_store::head_seq(conn)?,
+                None => storage.head_revision()? as u64,
             };
-            journal_store::check_retained(conn, since)?;
+            check_retained(storage, since)?;
             Ok(since)
         })?;
         let filter = self.filter.unwrap_or_default();
@@ -199,22 +275,22 @@ async fn stream_events(
     if gate.await.is_err() {
         return;
     }
-    let mut head = app.store.writer().head();
+    let mut head = app.writer.head();
     let mut last = since;
     loop {
         if token.is_cancelled() {
             return;
         }
         head.borrow_and_update();
-        let page = app.store.read(|conn| {
-            let page = journal_store::read(
-                conn,
+        let page = app.store.read(|storage| {
+            let page = events_after(
+                storage,
                 last,
                 &filter,
                 SUBSCRIPTION_PAGE,
                 SUBSCRIPTION_PAGE_BYTES,
             )?;
-            Ok((page, journal_store::oldest_seq(conn)?))
+            Ok((page, storage.oldest_seq()?))
         });
         let (events, next) = match page {
             Ok((_, oldest)) if last + 1 < oldest => {

@@ -2,16 +2,22 @@
 //! wire name, summary, result type and a `plan` saying how to serve it (answer now, read,
 //! or queue a write). The registry below is the one list of methods; parsing, dispatch and
 //! DescribeInterface are all generated from it.
+//!
+//! Beside the handlers: the rules they share with the writer (`state`, `locks::rules`,
+//! `tasks::rules`, `journal`, `idempotency`), written over the storage boundary
+//! (`store::boundary`), and the writer that runs them (`writer`, with its `schedule`).
 
+pub mod idempotency;
 pub mod journal;
 pub mod locks;
+mod schedule;
 pub mod state;
 pub mod system;
 pub mod tasks;
+pub mod writer;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,7 +25,10 @@ use serde_json::value::RawValue;
 
 use crate::app::App;
 use crate::error::{Error, Result};
-use crate::store::{Idempotency, ReadFn, Reply, WriteCtx, WriteFn};
+use crate::store::boundary::Storage;
+
+use idempotency::Idempotency;
+use writer::{ReadFn, Reply, Served, WriteCtx, WriteFn};
 
 /// Size limits that checks before queueing need.
 pub struct Limits {
@@ -204,21 +213,21 @@ pub use crate::protocol::reply;
 /// A read of method `M`, checked to produce `M::Output`; its statements see one snapshot.
 pub fn read<M: Method>(
     heavy: bool,
-    f: impl FnOnce(&Connection) -> Result<M::Output> + Send + 'static,
+    f: impl FnOnce(&dyn Storage) -> Result<M::Output> + Send + 'static,
 ) -> Plan {
     Plan::Read {
-        apply: Box::new(move |conn| reply(&f(conn)?)),
+        apply: Box::new(move |storage| reply(&f(storage)?)),
         heavy,
         single_statement: false,
     }
 }
 
-/// A read of method `M` that runs exactly one SQL statement (atomic by itself).
+/// A read of method `M` that runs exactly one storage query (atomic by itself).
 pub fn read_one_statement<M: Method>(
-    f: impl FnOnce(&Connection) -> Result<M::Output> + Send + 'static,
+    f: impl FnOnce(&dyn Storage) -> Result<M::Output> + Send + 'static,
 ) -> Plan {
     Plan::Read {
-        apply: Box::new(move |conn| reply(&f(conn)?)),
+        apply: Box::new(move |storage| reply(&f(storage)?)),
         heavy: false,
         single_statement: true,
     }
@@ -248,16 +257,19 @@ pub fn write<M: Method>(
     })
 }
 
-/// A mutation of method `M` that may answer later: `Ok(None)` when it took the reply
-/// channel (a request that waits).
+/// A mutation of method `M` that may answer later ([`Served::Later`]: a request that
+/// waits took its reply channel).
 pub fn write_or_wait<M: Method>(
     cx: &Ctx<'_>,
     idempotency_key: Option<String>,
-    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Option<M::Output>> + Send + 'static,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Output>> + Send + 'static,
 ) -> Result<Plan> {
     Ok(Plan::Write {
         idempotency: idempotency::<M>(cx, idempotency_key)?,
-        apply: Box::new(move |ctx| f(ctx)?.map(|out| reply(&out)).transpose()),
+        apply: Box::new(move |ctx| match f(ctx)? {
+            Served::Now(out) => reply(&out).map(Some),
+            Served::Later => Ok(None),
+        }),
     })
 }
 

@@ -6,10 +6,10 @@
 
 use serde_json::value::RawValue;
 
+use super::writer::WriteCtx;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
-use crate::store::WriteCtx;
 
 use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
 
@@ -418,7 +418,9 @@ impl Method for GetParams {
     const SUMMARY: &'static str = "Read one record: its value, version and who wrote it. Absence is {found: false}, not an error.";
     type Output = GetResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read_one_statement::<Self>(move |conn| get(conn, self)))
+        Ok(read_one_statement::<Self>(move |storage| {
+            get(storage, self)
+        }))
     }
 }
 
@@ -449,7 +451,9 @@ impl Method for ListParams {
     const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next_after.";
     type Output = ListResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read_one_statement::<Self>(move |conn| list(conn, self)))
+        Ok(read_one_statement::<Self>(move |storage| {
+            list(storage, self)
+        }))
     }
 }
 
@@ -458,7 +462,9 @@ impl Method for HistoryParams {
     const SUMMARY: &'static str = "Every version of one key, newest first, including deletions.";
     type Output = HistoryResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read_one_statement::<Self>(move |conn| history(conn, self)))
+        Ok(read_one_statement::<Self>(move |storage| {
+            history(storage, self)
+        }))
     }
 }
 
@@ -490,6 +496,6 @@ impl Method for ExportParams {
     const SUMMARY: &'static str = "Every live record of one namespace, or of all, as one consistent snapshot with its revision.";
     type Output = ExportResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(true, move |conn| export(conn, self)))
+        Ok(read::<Self>(true, move |storage| export(storage, self)))
     }
 }

@@ -8,8 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::metrics::MethodFigures;
-use crate::store::boundary::Records;
-use crate::store::journal;
 
 use super::{read, ready, write, Ctx, Method, MethodDescription, Plan};
 
@@ -95,16 +93,12 @@ impl Method for HealthParams {
         let app = cx.app;
         // A cheap read of the database file (the page that holds the revision), then what
         // the writer and earlier reads saw.
-        let read = app.store.read_one_statement(|conn| {
-            Ok(
-                conn.query_row("SELECT value FROM meta WHERE name = 'revision'", [], |r| {
-                    r.get::<_, i64>(0)
-                })?,
-            )
-        });
+        let read = app
+            .store
+            .read_one_statement(|storage| storage.head_revision());
         let failure = match read {
             Err(err) => Some(format!("the database is not readable: {err}")),
-            Ok(_) => app.store.writer_stats().storage_failure(),
+            Ok(_) => app.store.health().failure(),
         };
         ready::<Self>(Ok(HealthResult {
             status: if failure.is_some() { "degraded" } else { "ok" },
@@ -187,14 +181,14 @@ impl Method for MetricsParams {
     type Output = MetricsResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
-        Ok(read::<Self>(true, move |conn| {
-            let (live, tombstones) = Records::counts(conn)?;
-            let (tasks, nodes) = crate::store::tasks::counts(conn)?;
-            let head_seq = journal::head_seq(conn)?;
-            let stats = app.store.writer_stats();
+        Ok(read::<Self>(true, move |storage| {
+            let (live, tombstones) = storage.counts()?;
+            let (tasks, nodes) = storage.task_counts()?;
+            let head_seq = storage.head_revision()? as u64;
+            let stats = &app.writer.stats;
             let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
             let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
-            let (db_bytes, wal_bytes) = app.store.file_sizes(conn)?;
+            let (db_bytes, wal_bytes) = storage.file_sizes()?;
             Ok(MetricsResult {
                 uptime_secs: app.uptime().as_secs(),
                 methods: app.metrics.methods(),
@@ -205,9 +199,9 @@ impl Method for MetricsParams {
                 },
                 records: RecordFigures { live, tombstones },
                 journal: JournalFigures {
-                    length: journal::length(conn)?,
+                    length: storage.length()?,
                     head_seq,
-                    oldest_seq: journal::oldest_seq(conn)?,
+                    oldest_seq: storage.oldest_seq()?,
                 },
                 storage: StorageFigures {
                     commits,

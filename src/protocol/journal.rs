@@ -43,6 +43,13 @@ pub struct EventFilter {
     pub task_id: Option<String>,
 }
 
+impl Event {
+    /// The event as it is sent, kept serialized (a task's recent events in memory).
+    pub fn serialized(&self) -> serde_json::Result<std::sync::Arc<serde_json::value::RawValue>> {
+        Ok(serde_json::value::to_raw_value(self)?.into())
+    }
+}
+
 impl EventFilter {
     pub fn matches(
         &self,

@@ -10,6 +10,75 @@ use serde_json::value::RawValue;
 use super::journal::Event;
 use super::Json;
 
+/// Where a node is in its life: PENDING (waiting for its dependencies or a worker),
+/// RUNNING (leased to a worker), then COMPLETED, FAILED or CANCELLED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum NodeState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl NodeState {
+    pub const ALL: [NodeState; 5] = [
+        NodeState::Pending,
+        NodeState::Running,
+        NodeState::Completed,
+        NodeState::Failed,
+        NodeState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Pending => "PENDING",
+            NodeState::Running => "RUNNING",
+            NodeState::Completed => "COMPLETED",
+            NodeState::Failed => "FAILED",
+            NodeState::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<NodeState> {
+        NodeState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// A task's status: running until every node is COMPLETED (completed), a node FAILED for
+/// good (failed) or it was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 4] = [
+        TaskStatus::Running,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TaskStatus> {
+        TaskStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
@@ -147,7 +216,7 @@ pub struct FailNodeParams {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct FailNodeResult {
     /// PENDING (will be retried) or FAILED.
-    pub status: String,
+    pub status: NodeState,
     pub attempts: u32,
     pub max_attempts: u32,
     pub event_seq: u64,
@@ -177,8 +246,7 @@ pub struct TaskStatusParams {
 pub struct TaskSummary {
     pub task_id: String,
     pub goal: String,
-    /// running, completed, failed or cancelled.
-    pub status: String,
+    pub status: TaskStatus,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -187,7 +255,7 @@ pub struct TaskSummary {
 pub struct NodeSummary {
     pub node_id: String,
     pub name: Option<String>,
-    pub state: String,
+    pub state: NodeState,
     pub dependencies: Vec<String>,
     pub attempts: u32,
     pub max_attempts: u32,
@@ -234,7 +302,7 @@ pub struct CancelTaskParams {
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CancelTaskResult {
     pub task_id: String,
-    pub status: String,
+    pub status: TaskStatus,
     /// Nodes that were PENDING or RUNNING and are now CANCELLED.
     pub cancelled_nodes: u64,
 }

@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
 use crate::error::{Error, Result};
+use crate::methods::writer::{ReadFn, Reply};
 use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
-use crate::store::Reply;
 
 use super::codec::{Frame, LineCodec};
 
@@ -278,7 +278,7 @@ fn handle_line(
             heavy,
             single_statement,
         } if writes_in_flight.load(Ordering::Acquire) == 0 => {
-            let read = |apply: crate::store::ReadFn| {
+            let read = |apply: ReadFn| {
                 if single_statement {
                     app.store.read_one_statement(apply)
                 } else {
@@ -292,9 +292,9 @@ fn handle_line(
             };
             return Some(Answer::Now(finish(request.id, answer)));
         }
-        Plan::Read { apply, .. } => app.store.writer().read(apply).map(|rx| (rx, None)),
+        Plan::Read { apply, .. } => app.writer.read(apply).map(|rx| (rx, None)),
         Plan::Write { idempotency, apply } => {
-            let submitted = app.store.writer().write(idempotency, apply);
+            let submitted = app.writer.write(idempotency, apply);
             if submitted.is_ok() {
                 writes_in_flight.fetch_add(1, Ordering::AcqRel);
             }

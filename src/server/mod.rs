@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use crate::app::App;
 use crate::clock::Clock;
 use crate::config::{check_trusted, Config};
+use crate::methods::writer::Writer;
 use crate::store::Store;
 
 /// After the grace, how long closed connections get to finish before the daemon exits anyway.
@@ -225,7 +226,7 @@ fn raise_open_file_limit() {
 /// Wakes the writer at each lock deadline (a lease expiry or the end of a wait) so that
 /// expired leases end, and their waiters get the lock, without any client call.
 async fn sweep_expired_locks(app: Arc<App>) {
-    let writer = app.store.writer().clone();
+    let writer = app.writer.clone();
     let mut next = writer.next_deadline();
     loop {
         let deadline = *next.borrow_and_update();
@@ -310,13 +311,13 @@ impl AcceptErrors {
 
 /// SIGUSR1/SIGUSR2: a status line in the log; the daemon keeps serving.
 fn log_status(signal: &str, app: &App) {
-    let stats = app.store.writer_stats();
+    let stats = &app.writer.stats;
     let relaxed = std::sync::atomic::Ordering::Relaxed;
     tracing::info!(
         "{signal}: still serving; {} connections open ({} since start), head revision {}, {} commits ({} failed), {} accept errors",
         app.metrics.connections_open(),
         app.metrics.connections_total(),
-        *app.store.writer().head().borrow(),
+        *app.writer.head().borrow(),
         stats.commits.load(relaxed),
         stats.failed_commits.load(relaxed),
         app.metrics.accept_errors(),
@@ -360,7 +361,10 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
-    let (store, writer_thread) = Store::open(&config.database_path, clock.clone())?;
+    let (store, writes) = Store::open(&config.database_path, clock.wall_ms())?;
+    let (writer, writer_thread) =
+        Writer::spawn(Box::new(writes), store.health().clone(), clock.clone())
+            .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
     write_database_marker(&config.database_path, store.database_id);
     let (listener, socket_shown) = match inherited {
         Some(listener) => {
@@ -377,7 +381,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         ),
     };
     let schema_version = store.schema_version;
-    let app = Arc::new(App::new(config, store, clock));
+    let app = Arc::new(App::new(config, store, writer, clock));
     tracing::info!(
         "batond {} listening on {socket_shown} (database {}, schema version {schema_version})",
         env!("CARGO_PKG_VERSION"),
@@ -458,7 +462,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             );
         }
     }
-    app.store.writer().shutdown().await;
+    app.writer.shutdown().await;
     let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
     // An activated socket belongs to systemd, which keeps it to start batond again.
     if !activated {

@@ -1,15 +1,37 @@
 //! The storage boundary: what the rules (`methods/`) ask of storage, with no rule in it and
 //! no SQL. SQLite implements it today (`store::state` for [`Records`], `store::journal`
-//! for [`Journal`]); a second engine implements the same traits and the rules stay as
-//! they are.
+//! for [`Journal`], `store::leases`, `store::nodes`, `store::meta`, `store::idempotency`);
+//! a second engine implements the same traits and the rules stay as they are.
 //!
-//! Versions, tombstones, compare-and-set, Txn and the journal event of each write are
-//! rules: they live in `methods::state` and call only these methods.
+//! Versions, tombstones, compare-and-set, Txn, lock conflicts and the `dir:` hierarchy,
+//! FIFO waiting, fencing, node transitions, retries, rollback and idempotency are rules:
+//! they live in `methods/` and call only these methods. Each method here reads or writes
+//! rows as told; none decides anything.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
 
 use crate::error::Result;
+use crate::protocol::journal::{Event, EventFilter};
+use crate::protocol::locks::Previous;
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
+use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
 
-pub use super::journal::NewEvent;
+/// An event about to be appended; `seq` is the revision of the change it records.
+#[derive(Default)]
+pub struct NewEvent<'a> {
+    pub kind: &'a str,
+    pub actor: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub resource_key: Option<&'a str>,
+    pub task_id: Option<&'a str>,
+    pub node_id: Option<&'a str>,
+    /// JSON text.
+    pub data: &'a str,
+}
 
 /// A key's stored row: its live value, or the tombstone a delete left.
 #[derive(Debug, Clone)]
@@ -68,8 +90,266 @@ pub trait Records {
     fn counts(&self) -> Result<(u64, u64)>;
 }
 
+/// An event as it is sent, kept serialized (a task's recent events).
+pub type SerializedEvent = (i64, Arc<RawValue>);
+
 /// The append-only journal.
 pub trait Journal {
     /// Appends `event` as `seq` (the revision of the change it records), stamped `at_ms`.
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()>;
+    /// Events after `since_seq` up to `head` matching `filter`, in seq order, at most
+    /// `limit` and (past the first) about `max_bytes` of data; and the seq to resume from.
+    fn read_events(
+        &self,
+        since_seq: u64,
+        head: u64,
+        filter: &EventFilter,
+        limit: u64,
+        max_bytes: usize,
+    ) -> Result<(Vec<Event>, u64)>;
+    /// The last `limit` events of a task, oldest first, serialized as sent.
+    fn recent_for_task(&self, task_id: &str, limit: u64) -> Result<VecDeque<SerializedEvent>>;
+    /// Number of events stored.
+    fn length(&self) -> Result<u64>;
+    /// The first seq still held (1 until compaction removed older ones).
+    fn oldest_seq(&self) -> Result<u64>;
+    /// Removes every event before `before_seq`, which becomes the oldest seq; how many went.
+    fn remove_before(&self, before_seq: u64) -> Result<u64>;
+}
+
+/// A held lease, as stored.
+#[derive(Debug, Clone)]
+pub struct LeaseRow {
+    pub resource_key: String,
+    pub lease_id: String,
+    pub owner: String,
+    pub provider: Option<String>,
+    pub fencing_token: u64,
+    /// Epoch milliseconds.
+    pub acquired_at: i64,
+    /// Epoch milliseconds.
+    pub expires_at: i64,
+    /// JSON text.
+    pub metadata: Option<String>,
+    /// The connection whose `release_on_disconnect` lease this is.
+    pub holder_connection: Option<u64>,
+}
+
+/// A new lease to store.
+pub struct NewLease<'a> {
+    pub resource_key: &'a str,
+    /// The key's kind: `dir`, `file`, `tool`, ...
+    pub kind: &'a str,
+    /// The normalised path of a `dir:`/`file:` key.
+    pub path: Option<&'a str>,
+    pub lease_id: &'a str,
+    pub owner: &'a str,
+    pub provider: Option<&'a str>,
+    pub fencing_token: u64,
+    pub acquired_at: i64,
+    pub expires_at: i64,
+    pub metadata: Option<&'a str>,
+    pub holder_connection: Option<u64>,
+}
+
+/// How a lease ended, kept per key for the next holder (`previous`).
+pub struct LeaseEnd<'a> {
+    pub resource_key: &'a str,
+    pub outcome: &'a str,
+    pub owner: &'a str,
+    pub at_ms: i64,
+    pub moved_to: Option<&'a str>,
+    pub note: Option<&'a str>,
+}
+
+/// Resource-lock leases and the last outcome of each key. Lookups by key and by path; the
+/// conflict rule (which leases exclude which) is `methods::locks`'s.
+pub trait Leases {
+    /// The lease on exactly this key.
+    fn lease(&self, resource_key: &str) -> Result<Option<LeaseRow>>;
+    /// A lease on any key with this path.
+    fn lease_on_path(&self, path: &str) -> Result<Option<LeaseRow>>;
+    /// A `dir:` lease whose path is exactly `path`.
+    fn dir_lease_at(&self, path: &str) -> Result<Option<LeaseRow>>;
+    /// A lease on a path strictly inside `path/`.
+    fn lease_inside(&self, path: &str) -> Result<Option<LeaseRow>>;
+    /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
+    fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
+    fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()>;
+    fn extend_lease(&self, resource_key: &str, expires_at: i64) -> Result<()>;
+    fn delete_lease(&self, resource_key: &str) -> Result<()>;
+    /// How the last lease on `key` ended.
+    fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
+    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
+    /// The next fencing token: one more than any handed out before, forever.
+    fn next_fencing_token(&self) -> Result<u64>;
+}
+
+/// A node of a new task, already validated.
+pub struct NewNode {
+    pub node_id: String,
+    pub name: Option<String>,
+    /// JSON text.
+    pub payload: Option<String>,
+    pub dependencies: Vec<String>,
+    pub max_attempts: u32,
+}
+
+/// A new task: its row and every node, in order.
+pub struct NewTask<'a> {
+    pub task_id: &'a str,
+    pub goal: &'a str,
+    /// JSON text.
+    pub context: Option<&'a str>,
+    pub nodes: &'a [NewNode],
+    /// The seq of its `task.registered` event (its nodes are runnable since).
+    pub seq: i64,
+    pub at_ms: i64,
+}
+
+/// What the rules need to judge a node.
+pub struct NodeRow {
+    pub state: NodeState,
+    pub lease_id: Option<String>,
+    pub lease_owner: Option<String>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+}
+
+/// A node just handed out: what its worker is told.
+pub struct StartedNode {
+    pub name: Option<String>,
+    /// JSON text.
+    pub payload: Option<String>,
+    pub dependencies: Vec<String>,
+    pub attempts: u32,
+    pub max_attempts: u32,
+}
+
+/// A node's new state, outside RUNNING.
+pub struct NodeChange<'a> {
+    pub state: NodeState,
+    /// JSON text of a COMPLETED node's result.
+    pub result: Option<&'a str>,
+    /// JSON text of a FAILED (or retried) node's error.
+    pub error: Option<&'a str>,
+    /// For a node back in PENDING: the seq it is runnable since.
+    pub runnable_since: Option<i64>,
+    pub at_ms: i64,
+}
+
+/// A RUNNING node's lease, as stored.
+pub struct NodeLease {
+    pub task_id: String,
+    pub node_id: String,
+    pub lease_id: String,
+    /// Epoch milliseconds.
+    pub expires_at: i64,
+}
+
+/// Tasks, their nodes, edges and results. A node is runnable when PENDING with every
+/// dependency COMPLETED; storage keeps the count of unfinished dependencies per node.
+pub trait Nodes {
+    fn insert_task(&self, task: &NewTask<'_>) -> Result<()>;
+    fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>>;
+    fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()>;
+    /// The task's goal and context (JSON text).
+    fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)>;
+    /// The oldest runnable node, of one task or any: (task_id, node_id).
+    fn runnable(&self, task_id: Option<&str>) -> Result<Option<(String, String)>>;
+    /// Whether a node of the task is RUNNING.
+    fn has_running(&self, task_id: &str) -> Result<bool>;
+    fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>>;
+    /// Makes the node RUNNING under a lease, counting an attempt.
+    fn start_node(
+        &self,
+        task_id: &str,
+        node_id: &str,
+        lease_id: &str,
+        owner: &str,
+        expires_at: i64,
+        at_ms: i64,
+    ) -> Result<StartedNode>;
+    /// A COMPLETED node's result (JSON text).
+    fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
+    fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()>;
+    /// Ends the node's lease and gives it a new state.
+    fn change_node(&self, task_id: &str, node_id: &str, change: &NodeChange<'_>) -> Result<()>;
+    /// One dependency of each dependent of the node is done: those with none left are
+    /// runnable since `seq`.
+    fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()>;
+    /// One more node of the task has finished: the unfinished count left.
+    fn count_finished(&self, task_id: &str) -> Result<u64>;
+    /// The task's RUNNING nodes.
+    fn running_nodes(&self, task_id: &str) -> Result<Vec<String>>;
+    /// Every PENDING or RUNNING node of the task becomes CANCELLED; how many.
+    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
+    /// Every RUNNING node's lease.
+    fn node_leases(&self) -> Result<Vec<NodeLease>>;
+    /// TaskStatus: the task, its counts and nodes (None: no such task).
+    fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>>;
+    /// ListTasks, newest first.
+    fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult>;
+    /// Tasks and nodes by state, for Metrics.
+    fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)>;
+}
+
+/// A remembered answer to a request with an idempotency key.
+pub struct RememberedAnswer {
+    pub method: String,
+    pub request_hash: Vec<u8>,
+    /// JSON text.
+    pub response: String,
+    pub created_at_ms: i64,
+}
+
+/// Answers remembered for idempotency keys.
+pub trait Remembered {
+    fn remembered(&self, key: &str) -> Result<Option<RememberedAnswer>>;
+    fn remember(
+        &self,
+        key: &str,
+        method: &str,
+        request_hash: &[u8],
+        response: &str,
+        at_ms: i64,
+    ) -> Result<()>;
+    /// Forgets answers remembered before `before_ms`.
+    fn forget_before(&self, before_ms: i64) -> Result<()>;
+}
+
+/// Facts about the database as a whole.
+pub trait Meta {
+    /// The last revision committed (also the journal's last seq; 0 when empty).
+    fn head_revision(&self) -> Result<i64>;
+    fn set_head_revision(&self, revision: i64) -> Result<()>;
+    /// Database and write-ahead-log sizes in bytes, for Metrics.
+    fn file_sizes(&self) -> Result<(u64, u64)>;
+}
+
+/// Everything the rules read and write, in one snapshot (a read) or one transaction (the
+/// writer's batch).
+pub trait Storage: Records + Journal + Leases + Nodes + Remembered + Meta {}
+
+impl<T: Records + Journal + Leases + Nodes + Remembered + Meta> Storage for T {}
+
+/// The writer's side of storage: the one connection that writes, in batches (one
+/// transaction each) of requests (one savepoint each).
+pub trait WriteStorage: Send {
+    /// What the batch reads and writes.
+    fn storage(&self) -> &dyn Storage;
+    /// Starts the batch's transaction.
+    fn begin(&mut self) -> Result<()>;
+    /// Makes the batch durable.
+    fn commit(&mut self) -> Result<()>;
+    /// Undoes the batch (after a failure); never fails, logs what went wrong.
+    fn rollback(&mut self);
+    /// Marks where the next request starts.
+    fn savepoint(&self) -> Result<()>;
+    /// Undoes the current request.
+    fn undo_request(&self) -> Result<()>;
+    /// Ends the current request's savepoint, keeping what it did.
+    fn release_request(&self) -> Result<()>;
+    /// The daemon is stopping: mark the database cleanly closed and tidy its files.
+    fn close(&mut self);
 }

@@ -1,47 +1,79 @@
 //! The writer's SQLite connection: opening it with the pragmas durability depends on,
-//! preallocating its WAL, and the batch transaction each group commit runs in.
+//! preallocating its WAL, and its batches and savepoints ([`WriteStorage`]).
 
 use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::error::Result;
+
+use super::boundary::{Storage, WriteStorage};
+
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
 
-/// A batch's write transaction, begun and committed through cached statements (rusqlite's
-/// `Transaction` parses `BEGIN` and `COMMIT` anew for every batch). Rolls back on drop
-/// unless committed.
-pub(super) struct BatchTx<'c> {
-    conn: &'c Connection,
+/// The writer's connection: SQLite's side of [`WriteStorage`]. BEGIN, COMMIT and the
+/// savepoints run through cached statements (rusqlite's `Transaction` parses them anew for
+/// every batch).
+pub struct SqliteWrites {
+    conn: Connection,
 }
 
-impl<'c> BatchTx<'c> {
-    pub(super) fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        Ok(BatchTx { conn })
+impl SqliteWrites {
+    pub(super) fn new(conn: Connection) -> SqliteWrites {
+        SqliteWrites { conn }
     }
 
-    pub(super) fn commit(self) -> rusqlite::Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+    fn run(&self, sql: &str) -> Result<()> {
+        self.conn.prepare_cached(sql)?.execute([])?;
         Ok(())
     }
 }
 
-impl std::ops::Deref for BatchTx<'_> {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        self.conn
+impl WriteStorage for SqliteWrites {
+    fn storage(&self) -> &dyn Storage {
+        &self.conn
     }
-}
 
-impl Drop for BatchTx<'_> {
-    fn drop(&mut self) {
+    fn begin(&mut self) -> Result<()> {
+        self.run("BEGIN IMMEDIATE")
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.run("COMMIT")
+    }
+
+    fn rollback(&mut self) {
         // Still inside the transaction: it was not committed (or COMMIT failed).
         if !self.conn.is_autocommit() {
             if let Err(err) = self.conn.execute_batch("ROLLBACK") {
                 tracing::error!(%err, "cannot roll back a failed batch");
             }
+        }
+    }
+
+    fn savepoint(&self) -> Result<()> {
+        self.run("SAVEPOINT request")
+    }
+
+    fn undo_request(&self) -> Result<()> {
+        self.run("ROLLBACK TO request")
+    }
+
+    fn release_request(&self) -> Result<()> {
+        self.run("RELEASE request")
+    }
+
+    fn close(&mut self) {
+        // The next start need not check the database.
+        if let Err(err) = self.conn.execute(
+            "UPDATE meta SET value = 1 WHERE name = 'clean_shutdown'",
+            [],
+        ) {
+            tracing::warn!(%err, "cannot record the clean shutdown; the next start checks the database");
+        }
+        if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+            tracing::warn!(%err, "WAL checkpoint at shutdown failed");
         }
     }
 }

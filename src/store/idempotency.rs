@@ -1,86 +1,49 @@
-//! Idempotency keys: the first successful answer to a keyed request is remembered for 24
-//! hours and replayed for a repeat with the same params. A refused request is not
-//! remembered: it changed nothing, so running it again is safe.
+//! SQL for remembered answers to requests with an idempotency key (`idempotency`):
+//! SQLite's side of [`Remembered`]. When an answer is replayed or refused is the rule of
+//! `methods::idempotency`.
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-use super::writer::{Reply, WriteCtx, WriteFn};
+use super::boundary::{Remembered, RememberedAnswer};
 
-/// How long an answer is remembered.
-pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
-
-/// The identity of a keyed request: its key and a digest of what it asked for.
-#[derive(Debug, Clone)]
-pub struct Idempotency {
-    pub key: String,
-    pub method: &'static str,
-    pub request_hash: [u8; 32],
-}
-
-impl Idempotency {
-    /// Digests `params` canonically (object keys sorted, `idempotency_key` left out), so
-    /// the same request spelled with other whitespace or key order is recognised. Numbers
-    /// are digested as sent: params that differ in a float's last digit are different
-    /// requests.
-    pub fn new(key: String, method: &'static str, params: &RawValue) -> Result<Idempotency> {
-        let canonical = crate::json::canonical_without(params.get(), Some("idempotency_key"));
-        let mut hasher = Sha256::new();
-        hasher.update(method.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(canonical.as_bytes());
-        Ok(Idempotency {
-            key,
-            method,
-            request_hash: hasher.finalize().into(),
-        })
+impl Remembered for Connection {
+    fn remembered(&self, key: &str) -> Result<Option<RememberedAnswer>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT method, request_hash, response, created_at FROM idempotency WHERE idempotency_key = ?1",
+            )?
+            .query_row([key], |r| {
+                Ok(RememberedAnswer {
+                    method: r.get(0)?,
+                    request_hash: r.get(1)?,
+                    response: r.get(2)?,
+                    created_at_ms: r.get(3)?,
+                })
+            })
+            .optional()?)
     }
-}
 
-/// Runs `apply` unless the key already has an answer; remembers a successful answer (one
-/// given at once: an answer deferred past a wait is not remembered).
-pub fn apply(
-    ctx: &mut WriteCtx<'_>,
-    idempotency: Option<&Idempotency>,
-    apply: WriteFn,
-) -> Result<Option<Reply>> {
-    let Some(idem) = idempotency else {
-        return apply(ctx);
-    };
-    let earlier: Option<(String, Vec<u8>, String, i64)> = ctx
-        .conn
-        .prepare_cached(
-            "SELECT method, request_hash, response, created_at FROM idempotency WHERE idempotency_key = ?1",
-        )?
-        .query_row([&idem.key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
-    if let Some((method, hash, response, created_at)) = earlier {
-        if ctx.now_ms - created_at < RETENTION_MS {
-            if method == idem.method && hash == idem.request_hash {
-                return Ok(Some(RawValue::from_string(response)?));
-            }
-            return Err(Error::IdempotencyConflict {
-                key: idem.key.clone(),
-            });
-        }
-    }
-    let Some(reply) = apply(ctx)? else {
-        return Ok(None);
-    };
-    ctx.conn
-        .prepare_cached(
+    fn remember(
+        &self,
+        key: &str,
+        method: &str,
+        request_hash: &[u8],
+        response: &str,
+        at_ms: i64,
+    ) -> Result<()> {
+        self.prepare_cached(
             "INSERT OR REPLACE INTO idempotency (idempotency_key, method, request_hash, response, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
         )?
-        .execute(params![idem.key, idem.method, &idem.request_hash[..], reply.get(), ctx.now_ms])?;
-    Ok(Some(reply))
-}
+        .execute(params![key, method, request_hash, response, at_ms])?;
+        Ok(())
+    }
 
-/// Forgets answers older than the retention window.
-pub fn purge_expired(conn: &Connection, now_ms: i64) -> rusqlite::Result<usize> {
-    conn.prepare_cached("DELETE FROM idempotency WHERE created_at < ?1")?
-        .execute([now_ms - RETENTION_MS])
+    fn forget_before(&self, before_ms: i64) -> Result<()> {
+        self.prepare_cached("DELETE FROM idempotency WHERE created_at < ?1")?
+            .execute([before_ms])?;
+        Ok(())
+    }
 }

@@ -1,16 +1,18 @@
-//! Storage: the only module that speaks SQL. One writer thread (group commit) and a pool of
-//! read connections over one SQLite database in WAL mode.
+//! Storage: the only module that speaks SQL. The traits of [`boundary`] are what the rules
+//! ask of storage; the rest is SQLite's side of them: one write connection (which the
+//! writer in `methods::writer` owns and batches on) and a pool of read connections over
+//! one database in WAL mode.
 
 pub mod boundary;
-pub mod connection;
-pub mod idempotency;
-pub mod journal;
-pub mod locks;
+mod connection;
+mod health;
+mod idempotency;
+mod journal;
+mod leases;
+mod meta;
 pub mod migrations;
-mod schedule;
-pub mod state;
-pub mod tasks;
-pub mod writer;
+mod nodes;
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,11 +20,11 @@ use std::sync::Arc;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::clock::Clock;
 use crate::error::Result;
 
-pub use idempotency::Idempotency;
-pub use writer::{ReadFn, Reply, WriteCtx, WriteFn, Writer, WriterStats};
+use boundary::Storage;
+pub use connection::SqliteWrites;
+pub use health::StorageHealth;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -40,11 +42,10 @@ pub enum OpenError {
     Start(String),
 }
 
-/// The database: a writer handle and a pool of readers.
+/// The database: a pool of readers (the one write connection goes to the writer).
 pub struct Store {
-    writer: Writer,
     reads: r2d2::Pool<SqliteConnectionManager>,
-    path: PathBuf,
+    health: Arc<StorageHealth>,
     pub schema_version: i64,
     /// A random id given to the database when it was created (kept in `meta`).
     pub database_id: i64,
@@ -115,11 +116,9 @@ fn mark_open(conn: &Connection) -> rusqlite::Result<i64> {
 }
 
 impl Store {
-    /// Opens (creating if needed) and migrates the database, then starts the writer.
-    pub fn open(
-        path: &Path,
-        clock: Arc<dyn Clock>,
-    ) -> Result<(Store, std::thread::JoinHandle<()>), OpenError> {
+    /// Opens (creating if needed) and migrates the database; returns the read side and the
+    /// write connection, for the writer.
+    pub fn open(path: &Path, now_ms: i64) -> Result<(Store, SqliteWrites), OpenError> {
         let open_error = |source: rusqlite::Error| {
             if is_damage(&source) {
                 OpenError::Damaged {
@@ -144,7 +143,7 @@ impl Store {
                 });
             }
         }
-        let schema_version = match migrations::migrate(&mut conn, clock.wall_ms()) {
+        let schema_version = match migrations::migrate(&mut conn, now_ms) {
             Err(migrations::MigrationError::Sqlite(e)) => return Err(open_error(e)),
             Err(migrations::MigrationError::Failed { source, .. }) if is_damage(&source) => {
                 return Err(open_error(source))
@@ -155,8 +154,6 @@ impl Store {
         if let Err(err) = connection::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
-        let (writer, handle) =
-            Writer::spawn(conn, clock).map_err(|e| OpenError::Start(e.to_string()))?;
         let manager = SqliteConnectionManager::file(path)
             .with_flags(
                 OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -174,33 +171,32 @@ impl Store {
             .map_err(|e| OpenError::Start(format!("read pool: {e}")))?;
         Ok((
             Store {
-                writer,
                 reads,
-                path: path.to_path_buf(),
+                health: Arc::default(),
                 schema_version,
                 database_id,
             },
-            handle,
+            SqliteWrites::new(conn),
         ))
     }
 
     /// Runs a read on a pooled read connection, inside one read transaction: every
     /// statement of `f` sees the same snapshot (the last state committed before its first
     /// statement), so e.g. Export's revision and records always agree.
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn read<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
         let conn = self.reads.get()?;
         if !conn.is_autocommit() {
             // A read that panicked left its transaction open.
             conn.prepare_cached("ROLLBACK")?.execute([])?;
         }
         conn.prepare_cached("BEGIN")?.execute([])?;
-        let result = f(&conn);
+        let result = f(&*conn);
         // Nothing was written: ending the snapshot cannot lose anything.
         let ended = conn
             .prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]));
         if let Err(err) = &result {
-            self.writer.stats.note_error(err);
+            self.health.note_error(err);
         }
         let value = result?;
         ended?;
@@ -210,37 +206,21 @@ impl Store {
     /// Runs a read of exactly one SQL statement on a pooled read connection, without a
     /// transaction of its own: SQLite runs each statement on one snapshot already, and
     /// BEGIN and COMMIT around it cost as much as the read (Get's latency doubled).
-    pub fn read_one_statement<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn read_one_statement<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
         let conn = self.reads.get()?;
         if !conn.is_autocommit() {
             // A read that panicked left its transaction open.
             conn.prepare_cached("ROLLBACK")?.execute([])?;
         }
-        let result = f(&conn);
+        let result = f(&*conn);
         if let Err(err) = &result {
-            self.writer.stats.note_error(err);
+            self.health.note_error(err);
         }
         result
     }
 
-    pub fn writer(&self) -> &Writer {
-        &self.writer
-    }
-
-    pub fn writer_stats(&self) -> &WriterStats {
-        &self.writer.stats
-    }
-
-    /// Database and WAL sizes in bytes.
-    pub fn file_sizes(&self, conn: &Connection) -> Result<(u64, u64)> {
-        let db: u64 = conn.query_row(
-            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-            [],
-            |r| r.get(0),
-        )?;
-        let mut wal_path = self.path.clone().into_os_string();
-        wal_path.push("-wal");
-        let wal = std::fs::metadata(wal_path).map(|m| m.len()).unwrap_or(0);
-        Ok((db, wal))
+    /// What storage has shown of its health, shared with the writer.
+    pub fn health(&self) -> &Arc<StorageHealth> {
+        &self.health
     }
 }

@@ -40,7 +40,7 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             println!(
                 "{}  {}  {}  created {}",
                 text(&t.task_id),
-                out.status(&t.status),
+                out.status(t.status.as_str()),
                 text(&t.goal),
                 text(&t.created_at)
             );
@@ -51,7 +51,7 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                     vec![
                         text(&n.node_id),
                         or_dash(n.name.as_deref()),
-                        out.status(&n.state),
+                        out.status(n.state.as_str()),
                         format!("{}/{}", n.attempts, n.max_attempts),
                         or_dash(n.lease_owner.as_deref()),
                     ]
@@ -78,7 +78,7 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                 .map(|t| {
                     vec![
                         text(&t.task_id),
-                        out.status(&t.status),
+                        out.status(t.status.as_str()),
                         cut(&t.goal, 40),
                         text(&t.created_at),
                     ]
@@ -92,7 +92,7 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                 .answer::<CancelTaskResult>(conn, "CancelTask", &json!({"task_id": task_id}))
                 .await?;
             if let Some(r) = answer {
-                println!("{task_id}  {}", out.status(&r.status));
+                println!("{task_id}  {}", out.status(r.status.as_str()));
             }
             Ok(0)
         }

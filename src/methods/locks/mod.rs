@@ -1,16 +1,22 @@
 //! Resource locks on leases: AcquireResourceLock, HeartbeatResourceLock,
 //! ReleaseResourceLock, ResourceLockStatus, ListResourceLocks, WaitResourceLock.
-//! Every lock request is served by the writer, which owns the lease table, the waiter
-//! queues and the expiry deadlines; the logic lives in `store::locks`.
+//! Every lock request is served by the writer, which owns the write connection, the
+//! waiter queues and the expiry deadlines. This file checks params; the rules are in
+//! `rules`, the writer's memory of locks in `memory`.
+
+mod memory;
+pub mod rules;
+
+pub use memory::LockState;
+pub use rules::{expire_due, recover};
 
 pub use crate::protocol::locks::*;
 
 use crate::error::{Error, Result};
 use crate::resource_key::{canonicalize, ResourceKey};
-use crate::store::locks as lock_store;
 
 use super::state::check_value;
-use super::{write_or_wait, Ctx, Method, Plan};
+use super::{write, write_or_wait, Ctx, Method, Plan};
 
 /// Longest lease a client may ask for: one week.
 pub const MAX_TTL_SECS: u64 = 7 * 24 * 3600;
@@ -61,7 +67,7 @@ impl Method for AcquireResourceLockParams {
             )));
         }
         cx.connection.mark_lock_user();
-        let request = lock_store::AcquireRequest {
+        let request = rules::AcquireRequest {
             key,
             owner: self.owner,
             provider: self.provider,
@@ -71,7 +77,7 @@ impl Method for AcquireResourceLockParams {
             connection: cx.connection.id,
         };
         write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            lock_store::acquire(ctx, request, wait_ms)
+            rules::acquire(ctx, request, wait_ms)
         })
     }
 }
@@ -83,8 +89,8 @@ impl Method for HeartbeatResourceLockParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
-        write_or_wait::<Self>(cx, None, move |ctx| {
-            lock_store::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
+        write::<Self>(cx, None, move |ctx| {
+            rules::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
         })
     }
 }
@@ -106,14 +112,14 @@ impl Method for ReleaseResourceLockParams {
                 "`moved_to` goes with outcome `moved` only; drop it or say outcome moved".into(),
             ));
         }
-        let release = lock_store::ReleaseRequest {
+        let release = rules::ReleaseRequest {
             lease_id: self.lease_id,
             outcome,
             moved_to: self.moved_to,
             note: self.note,
         };
-        write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            lock_store::release(ctx, &key, release)
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            rules::release(ctx, &key, release)
         })
     }
 }
@@ -124,7 +130,7 @@ impl Method for ResourceLockStatusParams {
     type Output = StatusResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
-        write_or_wait::<Self>(cx, None, move |ctx| lock_store::status(ctx, &key))
+        write::<Self>(cx, None, move |ctx| rules::status(ctx, &key))
     }
 }
 
@@ -134,8 +140,8 @@ impl Method for ListResourceLocksParams {
         "Live leases, optionally by key prefix or owner (lease ids are never shown).";
     type Output = ListResourceLocksResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        write_or_wait::<Self>(cx, None, move |ctx| {
-            lock_store::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
+        write::<Self>(cx, None, move |ctx| {
+            rules::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
         })
     }
 }
@@ -154,7 +160,7 @@ impl Method for WaitResourceLockParams {
         cx.connection.mark_lock_user();
         let connection = cx.connection.id;
         write_or_wait::<Self>(cx, None, move |ctx| {
-            lock_store::wait(ctx, key, self.timeout_ms, connection)
+            rules::wait(ctx, key, self.timeout_ms, connection)
         })
     }
 }
@@ -163,8 +169,8 @@ impl Method for WaitResourceLockParams {
 /// `release_on_disconnect` leases end as abandoned and its waits leave their queues, on
 /// the writer. Err when the writer cannot take it (the leases then expire by their ttl).
 pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
-    app.store.writer().detached(Box::new(move |ctx| {
-        lock_store::connection_closed(ctx, connection)?;
+    app.writer.detached(Box::new(move |ctx| {
+        rules::connection_closed(ctx, connection)?;
         Ok(None)
     }))
 }
@@ -172,8 +178,8 @@ pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
 /// The daemon is stopping: every request waiting for a lock or a node is answered now
 /// (503), so no connection is held open by a wait.
 pub fn end_waits(app: &crate::app::App) -> Result<()> {
-    app.store.writer().detached(Box::new(|ctx| {
-        lock_store::end_waits(ctx);
+    app.writer.detached(Box::new(|ctx| {
+        rules::end_waits(ctx);
         Ok(None)
     }))
 }

@@ -1,14 +1,20 @@
 //! DAG tasks whose nodes are leased to workers: RegisterTask, AcquireNextNode,
 //! HeartbeatNode, CompleteNode, FailNode, CommitEvent, TaskStatus, ListTasks, CancelTask.
-//! Graphs are validated here, before anything is queued; leases, waits and expiry are
-//! served by the writer (`store::tasks`).
+//! Graphs are validated here, before anything is queued; the rules of leases, waits and
+//! expiry are in `rules`, run by the writer, whose memory of tasks is in `memory`.
+
+mod memory;
+mod recent;
+pub mod rules;
 
 use std::collections::{HashMap, VecDeque};
 
 pub use crate::protocol::tasks::*;
+pub use memory::TaskState;
+pub use rules::{expire_due, recover};
 
 use crate::error::{Error, Result};
-use crate::store::tasks as task_store;
+use crate::store::boundary::NewNode;
 
 use super::state::{check_value, Json};
 use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
@@ -21,8 +27,6 @@ pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
 /// Longest AcquireNextNode may wait: one hour.
 pub const MAX_WAIT_MS: u64 = 3_600_000;
-
-pub const TASK_STATUSES: [&str; 4] = ["running", "completed", "failed", "cancelled"];
 
 /// Checks the value param `field` and hands over its text exactly as the client sent it.
 fn json_text(cx: &Ctx<'_>, field: &str, value: Json) -> Result<String> {
@@ -52,7 +56,7 @@ fn check_id(what: &str, id: &str) -> Result<()> {
 }
 
 /// Checks the graph (ids, dependencies, cycles) and resolves it into rows to insert.
-fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<task_store::NewNode>> {
+fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> {
     if nodes.is_empty() {
         return Err(Error::Invalid(
             "a task needs at least one node in `nodes`".into(),
@@ -161,7 +165,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<task_store
                 ids[i]
             )));
         }
-        rows.push(task_store::NewNode {
+        rows.push(NewNode {
             node_id: ids[i].clone(),
             name: node.name.clone(),
             payload: optional_json_text(cx, &format!("nodes[{i}].payload"), node.payload.take())?,
@@ -186,7 +190,7 @@ impl Method for RegisterTaskParams {
         let context = optional_json_text(cx, "context", self.context.take())?;
         let goal = std::mem::take(&mut self.goal);
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            task_store::register(ctx, &goal, context.as_deref(), nodes)
+            rules::register(ctx, &goal, context.as_deref(), nodes)
         })
     }
 }
@@ -211,7 +215,7 @@ impl Method for AcquireNextNodeParams {
         if wait_ms > 0 {
             cx.connection.mark_lock_user();
         }
-        let request = task_store::NodeRequest {
+        let request = rules::NodeRequest {
             task_id: self.task_id,
             owner: self.lease_owner,
             ttl_ms,
@@ -219,7 +223,7 @@ impl Method for AcquireNextNodeParams {
             event_limit: cx.app.config.context_event_limit,
         };
         write_or_wait::<Self>(cx, None, move |ctx| {
-            task_store::acquire_next(ctx, request, wait_ms)
+            rules::acquire_next(ctx, request, wait_ms)
         })
     }
 }
@@ -231,7 +235,7 @@ impl Method for HeartbeatNodeParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
         write::<Self>(cx, None, move |ctx| {
-            task_store::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
+            rules::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
         })
     }
 }
@@ -243,7 +247,7 @@ impl Method for CompleteNodeParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            task_store::complete(
+            rules::complete(
                 ctx,
                 &self.task_id,
                 &self.node_id,
@@ -270,7 +274,7 @@ impl Method for FailNodeParams {
         let error = json_text(cx, "error", error)?;
         let retry = retry.unwrap_or(true);
         write::<Self>(cx, idempotency_key, move |ctx| {
-            task_store::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
+            rules::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
         })
     }
 }
@@ -300,7 +304,7 @@ impl Method for CommitEventParams {
         }
         let payload = json_text(cx, "payload", payload)?;
         write::<Self>(cx, idempotency_key, move |ctx| {
-            task_store::commit_event(
+            rules::commit_event(
                 ctx,
                 &task_id,
                 &node_id,
@@ -317,8 +321,10 @@ impl Method for TaskStatusParams {
     const SUMMARY: &'static str = "A task's status (running, completed, failed, cancelled), node counts by state, and every node.";
     type Output = TaskStatusResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, move |conn| {
-            task_store::status(conn, &self.task_id)
+        Ok(read::<Self>(false, move |storage| {
+            storage
+                .task_report(&self.task_id)?
+                .ok_or_else(|| rules::no_task(&self.task_id))
         }))
     }
 }
@@ -328,17 +334,19 @@ impl Method for ListTasksParams {
     const SUMMARY: &'static str = "Tasks, newest first, optionally by status.";
     type Output = ListTasksResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
-        if let Some(status) = &self.status {
-            if !TASK_STATUSES.contains(&status.as_str()) {
-                return Err(Error::Invalid(format!(
-                    "status `{status}` is not one of {}",
-                    TASK_STATUSES.join(", ")
-                )));
-            }
-        }
+        let status = match &self.status {
+            None => None,
+            Some(text) => Some(TaskStatus::parse(text).ok_or_else(|| {
+                let known: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
+                Error::Invalid(format!(
+                    "status `{text}` is not one of {}",
+                    known.join(", ")
+                ))
+            })?),
+        };
         let limit = limit_or_default(self.limit)?;
-        Ok(read::<Self>(false, move |conn| {
-            task_store::list(conn, self.status.as_deref(), limit)
+        Ok(read::<Self>(false, move |storage| {
+            storage.list_tasks(status, limit)
         }))
     }
 }
@@ -349,7 +357,7 @@ impl Method for CancelTaskParams {
     type Output = CancelTaskResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            task_store::cancel(ctx, &self.task_id)
+            rules::cancel(ctx, &self.task_id)
         })
     }
 }

@@ -1,19 +1,19 @@
-//! The writer's memory of locks: what only the running daemon needs beside the `locks`
-//! table (each lease's monotonic deadline, the FIFO waiter queues and the watchers of
+//! The writer's memory of locks: what only the running daemon needs beside the stored
+//! leases (each lease's monotonic deadline, the FIFO waiter queues and the watchers of
 //! WaitResourceLock, all kept by a `Schedule`; which connection holds which
 //! `release_on_disconnect` lease).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use rusqlite::Connection;
-
 use crate::error::{Error, Result};
 use crate::resource_key::ResourceKey;
 
 use super::super::schedule::Schedule;
 use super::super::writer::{Reply, ReplyTx};
-use super::AcquireRequest;
+use crate::store::boundary::Leases;
+
+use super::rules::AcquireRequest;
 
 /// What a lock lease carries beside its id and deadline.
 pub(super) struct Holder {
@@ -143,23 +143,27 @@ impl LockState {
         self.schedule.queued_in(Queue::Watch)
     }
 
-    /// Rebuilds the lease map from the table, after a write failed and was rolled back.
+    /// Rebuilds the lease map from storage, after a write failed and was rolled back.
     /// Waiters and watchers are kept; the next release or expiry serves them.
-    pub fn reload(&mut self, conn: &Connection, now_ms: i64, mono_now: Duration) -> Result<()> {
-        let rows: Vec<(String, String, i64, Option<u64>)> = conn
-            .prepare("SELECT resource_key, lease_id, expires_at, holder_connection FROM locks")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<rusqlite::Result<_>>()?;
+    pub fn reload(&mut self, leases: &dyn Leases, now_ms: i64, mono_now: Duration) -> Result<()> {
+        let rows = leases.leases("", None)?;
         let acquired_on: HashMap<String, u64> = self
             .schedule
             .drain_leases()
             .map(|(_, lease)| (lease.lease_id, lease.data.acquired_on))
             .collect();
         self.by_connection.clear();
-        for (key, lease_id, expires_at, connection) in rows {
-            let remaining = Duration::from_millis((expires_at - now_ms).max(0) as u64);
-            let on = acquired_on.get(&lease_id).copied().unwrap_or(0);
-            self.track(key, lease_id, mono_now + remaining, connection, on);
+        for row in rows {
+            let remaining = Duration::from_millis((row.expires_at - now_ms).max(0) as u64);
+            let on = acquired_on.get(&row.lease_id).copied().unwrap_or(0);
+            let deadline = mono_now + remaining;
+            self.track(
+                row.resource_key,
+                row.lease_id,
+                deadline,
+                row.holder_connection,
+                on,
+            );
         }
         Ok(())
     }

@@ -1,22 +1,23 @@
-//! The single writer: one thread owns the only read-write SQLite connection. Requests that
+//! The single writer: one thread owns the only write connection to storage. Requests that
 //! write are queued to it; it applies everything queued in one transaction (group commit),
 //! each request inside its own savepoint, and answers every request only after the
-//! transaction is durable.
+//! transaction is durable. It keeps what the rules hold in memory (lock and node leases'
+//! deadlines, waiters) and runs the rules' upkeep: recovery at start, expiry before each
+//! batch, rebuilding memory after a rollback.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{mpsc, oneshot};
-
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::store::boundary::{
+    Journal, Leases, Meta, Nodes, Records, Remembered, Storage, WriteStorage,
+};
+use crate::store::StorageHealth;
 
-use super::boundary::{Journal, Records};
-use super::connection::BatchTx;
 use super::idempotency::{self, Idempotency};
 use super::locks::{self, LockState};
 use super::tasks::{self, TaskState};
@@ -28,7 +29,15 @@ pub type ReplyTx = oneshot::Sender<Result<Reply>>;
 /// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
 pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
 /// A read that must observe earlier writes of the same connection, run on the writer.
-pub type ReadFn = Box<dyn FnOnce(&Connection) -> Result<Reply> + Send>;
+pub type ReadFn = Box<dyn FnOnce(&dyn Storage) -> Result<Reply> + Send>;
+
+/// How a request that may wait is served: answered now, or later (it took its reply
+/// channel, `WriteCtx::take_reply`, and is answered when what it waits for happens or its
+/// wait runs out).
+pub enum Served<T> {
+    Now(T),
+    Later,
+}
 
 /// Most requests applied in one transaction.
 const MAX_BATCH: usize = 2048;
@@ -56,10 +65,10 @@ enum Message {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// What a mutation sees: the open transaction, the revision counter, the batch's time and
-/// the lock state the writer keeps in memory.
+/// What a mutation sees: storage inside the open transaction, the revision counter, the
+/// batch's time and what the writer keeps in memory.
 pub struct WriteCtx<'a> {
-    pub conn: &'a Connection,
+    storage: &'a dyn Storage,
     revision: &'a mut i64,
     /// Wall-clock time of this batch, epoch milliseconds.
     pub now_ms: i64,
@@ -81,7 +90,7 @@ struct Memory {
 
 impl<'a> WriteCtx<'a> {
     fn new(
-        conn: &'a Connection,
+        storage: &'a dyn Storage,
         memory: &'a mut Memory,
         now_ms: i64,
         mono_now: Duration,
@@ -89,7 +98,7 @@ impl<'a> WriteCtx<'a> {
         deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
     ) -> WriteCtx<'a> {
         WriteCtx {
-            conn,
+            storage,
             revision: &mut memory.revision,
             now_ms,
             mono_now,
@@ -102,12 +111,32 @@ impl<'a> WriteCtx<'a> {
 
     /// The versioned records, through the storage boundary.
     pub fn records(&self) -> &'a dyn Records {
-        self.conn
+        self.storage
     }
 
     /// The journal, through the storage boundary.
     pub fn journal(&self) -> &'a dyn Journal {
-        self.conn
+        self.storage
+    }
+
+    /// Lock leases, through the storage boundary.
+    pub fn leases(&self) -> &'a dyn Leases {
+        self.storage
+    }
+
+    /// Tasks and nodes, through the storage boundary.
+    pub fn nodes(&self) -> &'a dyn Nodes {
+        self.storage
+    }
+
+    /// Remembered answers to idempotency keys, through the storage boundary.
+    pub fn remembered(&self) -> &'a dyn Remembered {
+        self.storage
+    }
+
+    /// Facts about the whole database, through the storage boundary.
+    pub fn meta(&self) -> &'a dyn Meta {
+        self.storage
     }
 
     /// Takes this request's reply channel, to answer it later (after a wait).
@@ -138,37 +167,6 @@ pub struct WriterStats {
     pub lock_waiters: AtomicU64,
     pub lock_watchers: AtomicU64,
     pub node_waiters: AtomicU64,
-    /// Why the last commit failed, until one succeeds (Health reports it).
-    pub commit_failure: std::sync::Mutex<Option<String>>,
-    /// The first sign that the database file is damaged (sticky: a file does not heal).
-    pub damage: std::sync::Mutex<Option<String>>,
-}
-
-impl WriterStats {
-    /// What Health should say about storage: the damage seen, else the last commit failure.
-    pub fn storage_failure(&self) -> Option<String> {
-        let damage = self
-            .damage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        damage.or_else(|| {
-            self.commit_failure
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        })
-    }
-
-    /// Remembers an error if it says the database file is damaged.
-    pub fn note_error(&self, err: &Error) {
-        if let Error::Unavailable(message) = err {
-            if message.starts_with(crate::error::DAMAGED) {
-                let mut damage = self.damage.lock().unwrap_or_else(|e| e.into_inner());
-                damage.get_or_insert_with(|| message.clone());
-            }
-        }
-    }
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -181,23 +179,22 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`, which must already be migrated.
+    /// Starts the writer thread on `writes`, the write side of migrated storage.
     pub fn spawn(
-        conn: Connection,
+        writes: Box<dyn WriteStorage>,
+        health: Arc<StorageHealth>,
         clock: Arc<dyn Clock>,
     ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
-        let revision: i64 =
-            conn.query_row("SELECT value FROM meta WHERE name = 'revision'", [], |r| {
-                r.get(0)
-            })?;
+        let revision = writes.storage().head_revision()?;
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
         let (deadline_tx, next_deadline) = watch::channel(None);
         let (head_tx, head) = watch::channel(revision as u64);
         let mut writer_loop = WriterLoop {
-            conn,
+            writes,
             clock,
             stats: stats.clone(),
+            health,
             memory: Memory {
                 revision,
                 locks: LockState::default(),
@@ -293,9 +290,10 @@ fn shutting_down() -> Error {
 }
 
 struct WriterLoop {
-    conn: Connection,
+    writes: Box<dyn WriteStorage>,
     clock: Arc<dyn Clock>,
     stats: Arc<WriterStats>,
+    health: Arc<StorageHealth>,
     memory: Memory,
     last_purge_ms: i64,
     deadline_tx: watch::Sender<Option<Duration>>,
@@ -350,26 +348,29 @@ impl WriterLoop {
     fn recover_leases(&mut self) -> Result<()> {
         let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut deferred = Vec::new();
-        let mut no_reply = None;
-        let mut ctx = WriteCtx::new(
-            &tx,
-            &mut self.memory,
-            now_ms,
-            mono_now,
-            &mut no_reply,
-            &mut deferred,
-        );
-        locks::recover(&mut ctx)?;
-        tasks::recover(&mut ctx)?;
-        tx.execute(
-            "UPDATE meta SET value = ?1 WHERE name = 'revision'",
-            [self.memory.revision],
-        )?;
-        tx.commit()?;
+        self.writes.begin()?;
+        let recovered = (|| {
+            let mut deferred = Vec::new();
+            let mut no_reply = None;
+            let mut ctx = WriteCtx::new(
+                self.writes.storage(),
+                &mut self.memory,
+                now_ms,
+                mono_now,
+                &mut no_reply,
+                &mut deferred,
+            );
+            locks::recover(&mut ctx)?;
+            tasks::recover(&mut ctx)?;
+            self.writes
+                .storage()
+                .set_head_revision(self.memory.revision)?;
+            self.writes.commit()
+        })();
+        if recovered.is_err() {
+            self.writes.rollback();
+        }
+        recovered?;
         let next = self.next_deadline();
         self.deadline_tx.send_replace(next);
         self.head_tx.send_replace(self.memory.revision as u64);
@@ -400,16 +401,7 @@ impl WriterLoop {
         for (reply, answer) in waits {
             let _ = reply.send(answer);
         }
-        // The next start need not check the database.
-        if let Err(err) = self.conn.execute(
-            "UPDATE meta SET value = 1 WHERE name = 'clean_shutdown'",
-            [],
-        ) {
-            tracing::warn!(%err, "cannot record the clean shutdown; the next start checks the database");
-        }
-        if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
-            tracing::warn!(%err, "WAL checkpoint at shutdown failed");
-        }
+        self.writes.close();
     }
 
     fn run_batch(&mut self, batch: &mut Vec<Job>) {
@@ -435,16 +427,9 @@ impl WriterLoop {
         match committed {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
-                let mut failure = self
-                    .stats
-                    .commit_failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if failure.is_some() {
+                if self.health.commit_succeeded() {
                     tracing::info!("a commit succeeded again; storage recovered");
-                    *failure = None;
                 }
-                drop(failure);
                 self.stats.writes.fetch_add(n_writes, Ordering::Relaxed);
                 self.stats
                     .max_batch
@@ -461,12 +446,7 @@ impl WriterLoop {
                     )),
                     other => other,
                 };
-                self.stats.note_error(&failure);
-                *self
-                    .stats
-                    .commit_failure
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(failure.to_string());
+                self.health.commit_failed(&failure);
                 // A refusal (conflict, ...) stays true; anything that was to be written was not.
                 let results = answers.iter_mut().map(|(_, r)| r);
                 for result in results.chain(deferred.iter_mut().map(|(_, r)| r)) {
@@ -492,10 +472,18 @@ impl WriterLoop {
         });
         if lock_state_suspect {
             // Memory may have run ahead of what was rolled back: rebuild it from the table.
-            if let Err(err) = self.memory.locks.reload(&self.conn, now_ms, mono_now) {
+            if let Err(err) = self
+                .memory
+                .locks
+                .reload(self.writes.storage(), now_ms, mono_now)
+            {
                 tracing::error!(%err, "cannot reload lock state after a failed write");
             }
-            if let Err(err) = self.memory.tasks.reload(&self.conn, now_ms, mono_now) {
+            if let Err(err) = self
+                .memory
+                .tasks
+                .reload(self.writes.storage(), now_ms, mono_now)
+            {
                 tracing::error!(%err, "cannot reload node leases after a failed write");
             }
         }
@@ -528,8 +516,9 @@ impl WriterLoop {
         });
     }
 
-    /// Runs every job in one transaction, pushing one answer per job, then commits. Jobs
-    /// not reached when a statement fails stay in `jobs`.
+    /// Runs every job in one transaction, pushing one answer per job, then commits; rolls
+    /// the whole batch back if that fails. Jobs not reached when a statement fails stay in
+    /// `jobs`.
     fn apply_all(
         &mut self,
         jobs: &mut Vec<Job>,
@@ -539,14 +528,38 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
+        self.writes.begin()?;
+        let applied = self.apply_in_transaction(
+            jobs,
+            now_ms,
+            mono_now,
+            answers,
+            deferred,
+            lock_state_suspect,
+        );
+        if applied.is_err() {
+            self.writes.rollback();
+        }
+        applied
+    }
+
+    fn apply_in_transaction(
+        &mut self,
+        jobs: &mut Vec<Job>,
+        now_ms: i64,
+        mono_now: Duration,
+        answers: &mut Vec<PendingReply>,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+        lock_state_suspect: &mut bool,
+    ) -> Result<()> {
         let start_revision = self.memory.revision;
-        let tx = BatchTx::begin(&self.conn)?;
+        let storage = self.writes.storage();
         // Leases and waits that are due end first, so no request sees a dead holder.
         if earliest(&mut self.memory.locks, &mut self.memory.tasks).is_some_and(|at| at <= mono_now)
         {
             let mut no_reply = None;
             let mut ctx = WriteCtx::new(
-                &tx,
+                storage,
                 &mut self.memory,
                 now_ms,
                 mono_now,
@@ -564,13 +577,12 @@ impl WriterLoop {
             let mut reply = job.reply;
             let result = match job.work {
                 Work::Write { idempotency, apply } => {
-                    // Cached statements: a savepoint per request costs two cheap steps.
-                    tx.prepare_cached("SAVEPOINT request")?.execute([])?;
+                    self.writes.savepoint()?;
                     let before = self.memory.revision;
                     let deferred_before = deferred.len();
                     self.memory.tasks.begin_request();
                     let mut ctx = WriteCtx::new(
-                        &tx,
+                        storage,
                         &mut self.memory,
                         now_ms,
                         mono_now,
@@ -583,11 +595,11 @@ impl WriterLoop {
                         self.memory.revision = before;
                         self.memory.tasks.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
-                        tx.prepare_cached("ROLLBACK TO request")?.execute([])?;
+                        self.writes.undo_request()?;
                         // What it granted others (a waiter handed the lock it freed) was
                         // rolled back with it: those answers must not escape. The waiters
                         // were taken off their queues, so they are told to retry, and the
-                        // memory that handed them out is rebuilt from the tables.
+                        // memory that handed them out is rebuilt from storage.
                         if deferred.len() > deferred_before {
                             *lock_state_suspect = true;
                             for (_, answer) in &mut deferred[deferred_before..] {
@@ -597,7 +609,7 @@ impl WriterLoop {
                             }
                         }
                     }
-                    tx.prepare_cached("RELEASE request")?.execute([])?;
+                    self.writes.release_request()?;
                     match result {
                         // The request took its reply channel and answers later.
                         Ok(None) => continue,
@@ -605,19 +617,18 @@ impl WriterLoop {
                         Err(err) => Err(err),
                     }
                 }
-                Work::Read(apply) => apply(&tx),
+                Work::Read(apply) => apply(storage),
             };
             answers.push((reply, result));
         }
         if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
-            idempotency::purge_expired(&tx, now_ms)?;
+            storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
             self.last_purge_ms = now_ms;
         }
         if self.memory.revision != start_revision {
-            tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?
-                .execute([self.memory.revision])?;
+            storage.set_head_revision(self.memory.revision)?;
         }
-        Ok(tx.commit()?)
+        self.writes.commit()
     }
 }
 
@@ -628,8 +639,8 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
+    use crate::methods::locks::rules::{self as locks, AcquireRequest, ReleaseRequest};
     use crate::resource_key::canonicalize;
-    use crate::store::locks::{self, AcquireRequest, ReleaseRequest};
     use crate::store::Store;
 
     fn acquire(owner: &str, connection: u64) -> AcquireRequest {
@@ -654,14 +665,17 @@ mod tests {
     #[test]
     fn a_rolled_back_request_grants_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, _thread) =
-            Store::open(&dir.path().join("b.db"), Arc::new(SystemClock::new())).unwrap();
-        let writer = store.writer();
+        let clock = Arc::new(SystemClock::new());
+        let (store, writes) = Store::open(&dir.path().join("b.db"), clock.wall_ms()).unwrap();
+        let (writer, _thread) =
+            Writer::spawn(Box::new(writes), store.health().clone(), clock).unwrap();
         let first = writer
             .write(
                 None,
                 Box::new(|ctx| {
-                    let r = locks::acquire(ctx, acquire("alice", 1), 0)?;
+                    let Served::Now(r) = locks::acquire(ctx, acquire("alice", 1), 0)? else {
+                        panic!("a free lock is granted at once");
+                    };
                     Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
             )
@@ -672,10 +686,12 @@ mod tests {
         let waiting = writer
             .write(
                 None,
-                Box::new(|ctx| {
-                    let r = locks::acquire(ctx, acquire("bob", 2), 60_000)?;
-                    Ok(r.map(|r| serde_json::value::to_raw_value(&r)).transpose()?)
-                }),
+                Box::new(
+                    |ctx| match locks::acquire(ctx, acquire("bob", 2), 60_000)? {
+                        Served::Now(r) => Ok(Some(serde_json::value::to_raw_value(&r)?)),
+                        Served::Later => Ok(None),
+                    },
+                ),
             )
             .unwrap();
         let failing = writer
@@ -707,7 +723,7 @@ mod tests {
                 Box::new(|ctx| {
                     let key = canonicalize("tool:x", Path::new("/")).unwrap();
                     let r = locks::status(ctx, &key)?;
-                    Ok(r.map(|r| serde_json::value::to_raw_value(&r)).transpose()?)
+                    Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
             )
             .unwrap();

@@ -1,35 +1,93 @@
-//! Resource locks, served on the writer. SQLite holds the leases (so they survive restarts
-//! and every change commits with its journal event); the writer's memory holds what only
-//! the running daemon needs: each lease's monotonic deadline, the FIFO waiter queues, the
-//! watchers of WaitResourceLock, and which connection holds which
-//! `release_on_disconnect` leases.
+//! The rules of resource locks, run on the writer: who may hold what (conflicts and the
+//! `dir:`/`file:` hierarchy), first-come-first-served waiting, fencing tokens, expiry,
+//! leases tied to a connection, and what each change puts in the journal. Storage (the
+//! [`Leases`] boundary) holds the leases, so they survive restarts and every change
+//! commits with its journal event; the writer's memory ([`LockState`]) holds what only the
+//! running daemon needs: each lease's monotonic deadline, the FIFO waiter queues, the
+//! watchers of WaitResourceLock, and which connection holds which `release_on_disconnect`
+//! leases.
 //!
 //! Invariant: before any lock request is served, every lease whose deadline has passed is
 //! ended (`expire_due`), so no answer ever shows a dead holder as live.
 
 use std::time::Duration;
 
-use rusqlite::params;
+use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::locks::{
-    AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
-    StatusResult, WaitResult,
+    AcquireResult, HeartbeatResult, HeldBy, Lease, ListResourceLocksResult, LockEntry, Outcome,
+    Previous, ReleaseResult, StatusResult, WaitResult,
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
+use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewEvent, NewLease};
 
-use super::journal::{self, NewEvent};
-use super::schedule::Due;
-use super::writer::{Reply, WriteCtx};
+use super::super::journal::append;
+use super::super::schedule::Due;
+use super::super::writer::{Reply, Served, WriteCtx};
+use super::memory::{Queue, Wait, Waiter, Watcher};
 
-mod memory;
-mod rows;
+fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
+    Ok(match text {
+        Some(t) => Some(RawValue::from_string(t.clone())?),
+        None => None,
+    })
+}
 
-pub use memory::LockState;
-use memory::{Queue, Wait, Waiter, Watcher};
-use rows::{conflicting, held, lock_row, previous, LockRow, LOCK_COLUMNS};
+/// Who holds a lease, as answers show it (never its id).
+fn held_by(row: &LeaseRow, now_ms: i64) -> Result<HeldBy> {
+    Ok(HeldBy {
+        owner: row.owner.clone(),
+        provider: row.provider.clone(),
+        fencing_token: row.fencing_token,
+        acquired_at: format_ms(row.acquired_at),
+        expires_at: format_ms(row.expires_at),
+        remaining_ms: (row.expires_at - now_ms).max(0) as u64,
+        metadata: metadata_json(&row.metadata)?,
+    })
+}
+
+/// The lease as its holder is shown it, id included.
+fn lease(row: &LeaseRow, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
+    Ok(Lease {
+        resource_key: row.resource_key.clone(),
+        lease_id: Some(row.lease_id.clone()),
+        owner: row.owner.clone(),
+        provider: row.provider.clone(),
+        fencing_token: row.fencing_token,
+        acquired_at: format_ms(row.acquired_at),
+        expires_at: format_ms(row.expires_at),
+        remaining_ms: (row.expires_at - now_ms).max(0) as u64,
+        metadata: metadata_json(&row.metadata)?,
+        previous,
+    })
+}
+
+/// A held lease that conflicts with `key`: the key itself, a lease on the same path, an
+/// enclosing `dir:`, or (for a `dir:`) anything inside it. Point and range lookups: the
+/// cost grows with the path's depth, not with the number of locks.
+fn conflicting(leases: &dyn Leases, key: &ResourceKey) -> Result<Option<LeaseRow>> {
+    if let Some(row) = leases.lease(&key.key)? {
+        return Ok(Some(row));
+    }
+    let Some(path) = key.path.as_deref() else {
+        return Ok(None);
+    };
+    if let Some(row) = leases.lease_on_path(path)? {
+        return Ok(Some(row));
+    }
+    for ancestor in key.ancestors() {
+        if let Some(row) = leases.dir_lease_at(ancestor)? {
+            return Ok(Some(row));
+        }
+    }
+    if key.is_dir() {
+        return leases.lease_inside(path);
+    }
+    Ok(None)
+}
 
 /// An acquisition, as the writer needs it.
 pub struct AcquireRequest {
@@ -53,12 +111,12 @@ pub struct ReleaseRequest {
 fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
     let mut data = serde_json::Map::new();
     data.insert("resource_key".into(), key.into());
-    let holder = held(ctx.conn, key)?;
+    let holder = ctx.leases().lease(key)?;
     let next = match &holder {
         Some(row) => {
             data.insert(
                 "held_by".into(),
-                serde_json::to_value(row.held_by(ctx.now_ms)?)?,
+                serde_json::to_value(held_by(row, ctx.now_ms)?)?,
             );
             format!(
                 "it is now held by {}; acquire it again when it is free",
@@ -77,20 +135,20 @@ fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
 /// Ends the lease on `key`: deletes it, records the outcome and appends the journal event.
 fn end_lease(
     ctx: &mut WriteCtx<'_>,
-    row: &LockRow,
+    row: &LeaseRow,
     outcome: &str,
     moved_to: Option<&str>,
     note: Option<&str>,
 ) -> Result<()> {
-    ctx.conn
-        .prepare_cached("DELETE FROM locks WHERE resource_key = ?1")?
-        .execute([&row.resource_key])?;
-    ctx.conn
-        .prepare_cached(
-            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![row.resource_key, outcome, row.owner, ctx.now_ms, moved_to, note])?;
+    ctx.leases().delete_lease(&row.resource_key)?;
+    ctx.leases().record_end(&LeaseEnd {
+        resource_key: &row.resource_key,
+        outcome,
+        owner: &row.owner,
+        at_ms: ctx.now_ms,
+        moved_to,
+        note,
+    })?;
     let kind = if outcome == "expired" {
         "lock.expired"
     } else {
@@ -102,7 +160,7 @@ fn end_lease(
     })
     .to_string();
     let seq = ctx.next_revision();
-    journal::append(
+    append(
         ctx,
         seq,
         &NewEvent {
@@ -122,7 +180,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut ended = false;
     while let Some(due) = ctx.locks.schedule.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease(key) => match held(ctx.conn, &key)? {
+            Due::Lease(key) => match ctx.leases().lease(&key)? {
                 Some(row)
                     if ctx
                         .locks
@@ -136,7 +194,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 _ => ctx.locks.forget(&key),
             },
             Due::Wait(Wait::Acquire(waiter)) => {
-                let answer = match conflicting(ctx.conn, &waiter.request.key)? {
+                let answer = match conflicting(ctx.leases(), &waiter.request.key)? {
                     Some(row) => busy(&waiter.request.key, &row, ctx.now_ms),
                     // Freed in this same instant: the waiter gets it.
                     None => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
@@ -144,10 +202,10 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 ctx.deferred.push((waiter.reply, answer));
             }
             Due::Wait(Wait::Watch(w)) => {
-                let answer = match conflicting(ctx.conn, &w.key)? {
+                let answer = match conflicting(ctx.leases(), &w.key)? {
                     Some(row) => reply(&WaitResult::Timeout {
                         resource_key: w.key.key.clone(),
-                        held_by: row.held_by(ctx.now_ms)?,
+                        held_by: held_by(&row, ctx.now_ms)?,
                         waited_ms: waited_ms(ctx, w.started),
                     }),
                     None => wait_available(ctx, &w),
@@ -171,53 +229,43 @@ fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
     reply(&WaitResult::Available {
         resource_key: w.key.key.clone(),
         waited_ms: waited_ms(ctx, w.started),
-        previous: previous(ctx.conn, &w.key.key)?,
+        previous: ctx.leases().previous(&w.key.key)?,
     })
 }
 
-fn busy(key: &ResourceKey, row: &LockRow, now_ms: i64) -> Result<Reply> {
+fn busy(key: &ResourceKey, row: &LeaseRow, now_ms: i64) -> Result<Reply> {
     reply(&AcquireResult::Busy {
         resource_key: key.key.clone(),
-        held_by: row.held_by(now_ms)?,
+        held_by: held_by(row, now_ms)?,
         conflicting_key: row.resource_key.clone(),
     })
 }
 
 /// Grants the lock: a new lease with the next fencing token.
 fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResult> {
-    let fencing_token: u64 = ctx
-        .conn
-        .prepare_cached(
-            "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
-        )?
-        .query_row([], |r| r.get(0))?;
+    let fencing_token = ctx.leases().next_fencing_token()?;
     let lease_id = uuid::Uuid::new_v4().to_string();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
-    ctx.conn
-        .prepare_cached(
-            "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
-                                acquired_at, expires_at, metadata, holder_connection)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )?
-        .execute(params![
-            request.key.key,
-            request.key.kind,
-            request.key.path,
-            lease_id,
-            request.owner,
-            request.provider,
-            fencing_token,
-            ctx.now_ms,
-            expires_at,
-            request.metadata,
-            request.release_on_disconnect.then_some(request.connection)
-        ])?;
+    let holder_connection = request.release_on_disconnect.then_some(request.connection);
+    ctx.leases().insert_lease(&NewLease {
+        resource_key: &request.key.key,
+        kind: &request.key.kind,
+        path: request.key.path.as_deref(),
+        lease_id: &lease_id,
+        owner: &request.owner,
+        provider: request.provider.as_deref(),
+        fencing_token,
+        acquired_at: ctx.now_ms,
+        expires_at,
+        metadata: request.metadata.as_deref(),
+        holder_connection,
+    })?;
     // The lease id is the holder's secret: the event carries the owner and fencing token only.
     let data =
         serde_json::json!({"fencing_token": fencing_token, "expires_at": format_ms(expires_at)})
             .to_string();
     let seq = ctx.next_revision();
-    journal::append(
+    append(
         ctx,
         seq,
         &NewEvent {
@@ -229,15 +277,14 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         },
     )?;
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
-    let connection = request.release_on_disconnect.then_some(request.connection);
     ctx.locks.track(
         request.key.key.clone(),
         lease_id.clone(),
         deadline,
-        connection,
+        holder_connection,
         request.connection,
     );
-    let row = LockRow {
+    let row = LeaseRow {
         resource_key: request.key.key.clone(),
         lease_id,
         owner: request.owner.clone(),
@@ -246,11 +293,10 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         acquired_at: ctx.now_ms,
         expires_at,
         metadata: request.metadata.clone(),
+        holder_connection,
     };
-    Ok(AcquireResult::Acquired(row.lease(
-        ctx.now_ms,
-        previous(ctx.conn, &request.key.key)?,
-    )?))
+    let previous = ctx.leases().previous(&request.key.key)?;
+    Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
 }
 
 /// Acquires now, or answers busy, or (with `wait_ms`) queues the caller first come first served.
@@ -258,11 +304,11 @@ pub fn acquire(
     ctx: &mut WriteCtx<'_>,
     request: AcquireRequest,
     wait_ms: u64,
-) -> Result<Option<AcquireResult>> {
-    if let Some(row) = held(ctx.conn, &request.key.key)? {
+) -> Result<Served<AcquireResult>> {
+    if let Some(row) = ctx.leases().lease(&request.key.key)? {
         if row.owner == request.owner {
-            let previous = previous(ctx.conn, &row.resource_key)?;
-            let mut lease = row.lease(ctx.now_ms, previous)?;
+            let previous = ctx.leases().previous(&row.resource_key)?;
+            let mut lease = lease(&row, ctx.now_ms, previous)?;
             // Anyone can say an owner's name; only the connection that acquired the lease
             // is shown its id again.
             let same_connection = ctx
@@ -273,7 +319,7 @@ pub fn acquire(
             if !same_connection {
                 lease.lease_id = None;
             }
-            return Ok(Some(AcquireResult::AlreadyHeld(lease)));
+            return Ok(Served::Now(AcquireResult::AlreadyHeld(lease)));
         }
     }
     // Waiters queued before this caller go first: serve them before judging this request.
@@ -284,13 +330,13 @@ pub fn acquire(
     {
         serve_waiters(ctx)?;
     }
-    let Some(row) = conflicting(ctx.conn, &request.key)? else {
-        return grant(ctx, &request).map(Some);
+    let Some(row) = conflicting(ctx.leases(), &request.key)? else {
+        return grant(ctx, &request).map(Served::Now);
     };
     if wait_ms == 0 {
-        return Ok(Some(AcquireResult::Busy {
+        return Ok(Served::Now(AcquireResult::Busy {
             resource_key: request.key.key.clone(),
-            held_by: row.held_by(ctx.now_ms)?,
+            held_by: held_by(&row, ctx.now_ms)?,
             conflicting_key: row.resource_key.clone(),
         }));
     }
@@ -305,11 +351,12 @@ pub fn acquire(
     ctx.locks
         .schedule
         .enqueue(Queue::Acquire, key, Some(deadline), waiter);
-    Ok(None)
+    Ok(Served::Later)
 }
 
 /// Hands free keys to their first live waiters, and tells watchers of free keys.
 fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let leases = ctx.leases();
     let keys: Vec<String> = ctx
         .locks
         .schedule
@@ -329,7 +376,7 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 queues.remove_queue(Queue::Acquire, &key);
                 break;
             };
-            if conflicting(ctx.conn, front.key())?.is_some() {
+            if conflicting(leases, front.key())?.is_some() {
                 break;
             }
             let Some(Wait::Acquire(waiter)) = queues.pop_front(Queue::Acquire, &key) else {
@@ -353,7 +400,7 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             queues.remove_queue(Queue::Watch, &key);
             continue;
         };
-        if conflicting(ctx.conn, front.key())?.is_some() {
+        if conflicting(leases, front.key())?.is_some() {
             continue;
         }
         for w in ctx.locks.schedule.remove_queue(Queue::Watch, &key) {
@@ -366,12 +413,12 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     Ok(())
 }
 
-fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Result<LockRow> {
-    match held(ctx.conn, &key.key)? {
+fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Result<LeaseRow> {
+    match ctx.leases().lease(&key.key)? {
         Some(row) if row.lease_id == lease_id => Ok(row),
         Some(_) => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         None => {
-            let why = match previous(ctx.conn, &key.key)? {
+            let why = match ctx.leases().previous(&key.key)? {
                 Some(p) if p.outcome == "expired" => "expired",
                 Some(_) => "released",
                 None => "unknown",
@@ -386,12 +433,10 @@ pub fn heartbeat(
     key: &ResourceKey,
     lease_id: &str,
     ttl_ms: u64,
-) -> Result<Option<HeartbeatResult>> {
+) -> Result<HeartbeatResult> {
     let row = own_lease(ctx, key, lease_id)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
-    ctx.conn
-        .prepare_cached("UPDATE locks SET expires_at = ?2 WHERE resource_key = ?1")?
-        .execute(params![key.key, expires_at])?;
+    ctx.leases().extend_lease(&key.key, expires_at)?;
     let (connection, acquired_on) = ctx
         .locks
         .schedule
@@ -406,18 +451,18 @@ pub fn heartbeat(
         connection,
         acquired_on,
     );
-    Ok(Some(HeartbeatResult {
+    Ok(HeartbeatResult {
         resource_key: key.key.clone(),
         expires_at: format_ms(expires_at),
         remaining_ms: ttl_ms,
-    }))
+    })
 }
 
 pub fn release(
     ctx: &mut WriteCtx<'_>,
     key: &ResourceKey,
     request: ReleaseRequest,
-) -> Result<Option<ReleaseResult>> {
+) -> Result<ReleaseResult> {
     let row = own_lease(ctx, key, &request.lease_id)?;
     end_lease(
         ctx,
@@ -427,50 +472,45 @@ pub fn release(
         request.note.as_deref(),
     )?;
     serve_waiters(ctx)?;
-    Ok(Some(ReleaseResult {
+    Ok(ReleaseResult {
         status: "released",
         resource_key: key.key.clone(),
         outcome: request.outcome,
-    }))
+    })
 }
 
-pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<Option<StatusResult>> {
-    Ok(Some(match conflicting(ctx.conn, key)? {
+pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<StatusResult> {
+    Ok(match conflicting(ctx.leases(), key)? {
         Some(row) => StatusResult::Held {
             resource_key: key.key.clone(),
-            held_by: row.held_by(ctx.now_ms)?,
+            held_by: held_by(&row, ctx.now_ms)?,
             conflicting_key: row.resource_key,
         },
         None => StatusResult::Available {
             resource_key: key.key.clone(),
-            previous: previous(ctx.conn, &key.key)?,
+            previous: ctx.leases().previous(&key.key)?,
         },
-    }))
+    })
 }
 
 pub fn list(
     ctx: &mut WriteCtx<'_>,
     prefix: Option<&str>,
     owner: Option<&str>,
-) -> Result<Option<ListResourceLocksResult>> {
+) -> Result<ListResourceLocksResult> {
     let prefix = prefix.unwrap_or("");
-    let mut stmt = ctx.conn.prepare_cached(&format!(
-        "SELECT {LOCK_COLUMNS} FROM locks WHERE resource_key >= ?1 AND substr(resource_key, 1, length(?1)) = ?1
-           AND (?2 IS NULL OR owner = ?2) ORDER BY resource_key"
-    ))?;
-    let rows = stmt
-        .query_map(params![prefix, owner], lock_row)?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let locks = rows
+    let locks = ctx
+        .leases()
+        .leases(prefix, owner)?
         .iter()
         .map(|row| {
             Ok(LockEntry {
                 resource_key: row.resource_key.clone(),
-                held_by: row.held_by(ctx.now_ms)?,
+                held_by: held_by(row, ctx.now_ms)?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Some(ListResourceLocksResult { locks }))
+    Ok(ListResourceLocksResult { locks })
 }
 
 pub fn wait(
@@ -478,19 +518,19 @@ pub fn wait(
     key: ResourceKey,
     timeout_ms: u64,
     connection: u64,
-) -> Result<Option<WaitResult>> {
-    let holder = conflicting(ctx.conn, &key)?;
+) -> Result<Served<WaitResult>> {
+    let holder = conflicting(ctx.leases(), &key)?;
     let Some(row) = holder else {
-        return Ok(Some(WaitResult::Available {
-            previous: previous(ctx.conn, &key.key)?,
+        return Ok(Served::Now(WaitResult::Available {
+            previous: ctx.leases().previous(&key.key)?,
             resource_key: key.key,
             waited_ms: 0,
         }));
     };
     if timeout_ms == 0 {
-        return Ok(Some(WaitResult::Timeout {
+        return Ok(Served::Now(WaitResult::Timeout {
             resource_key: key.key,
-            held_by: row.held_by(ctx.now_ms)?,
+            held_by: held_by(&row, ctx.now_ms)?,
             waited_ms: 0,
         }));
     }
@@ -508,7 +548,7 @@ pub fn wait(
     ctx.locks
         .schedule
         .enqueue(Queue::Watch, queue, Some(deadline), watcher);
-    Ok(None)
+    Ok(Served::Later)
 }
 
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
@@ -524,7 +564,7 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
         .collect();
     let mut ended = false;
     for key in keys {
-        if let Some(row) = held(ctx.conn, &key)? {
+        if let Some(row) = ctx.leases().lease(&key)? {
             end_lease(
                 ctx,
                 &row,
@@ -545,14 +585,7 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
 /// connection (all connections died with the old process), end; the rest are tracked with
 /// monotonic deadlines for their remaining time.
 pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
-    let rows: Vec<(LockRow, bool)> = {
-        let mut stmt = ctx.conn.prepare(&format!(
-            "SELECT {LOCK_COLUMNS}, holder_connection IS NOT NULL FROM locks ORDER BY resource_key"
-        ))?;
-        let rows = stmt.query_map([], |r| Ok((lock_row(r)?, r.get::<_, bool>(8)?)))?;
-        rows.collect::<rusqlite::Result<_>>()?
-    };
-    for (row, release_on_disconnect) in rows {
+    for row in ctx.leases().leases("", None)? {
         if row.expires_at <= ctx.now_ms {
             end_lease(
                 ctx,
@@ -561,7 +594,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 None,
                 Some("expired while batond was stopped"),
             )?;
-        } else if release_on_disconnect {
+        } else if row.holder_connection.is_some() {
             end_lease(
                 ctx,
                 &row,

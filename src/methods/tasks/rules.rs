@@ -1,0 +1,555 @@
+//! The rules of tasks, run on the writer: which node goes to which worker (oldest runnable
+//! first, waiting workers first come first served), node transitions
+//! (PENDING -> RUNNING -> COMPLETED | FAILED | back to PENDING for a retry or when a lease
+//! lapses), when a task ends, and what each change puts in the journal. Storage (the
+//! [`Nodes`] boundary) holds the graph, states, leases and results; the writer's memory
+//! ([`TaskState`]) holds each node lease's monotonic deadline, the queue of waiting workers
+//! and the recent events of active tasks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::clock::format_ms;
+use crate::error::{Error, Result};
+use crate::protocol::reply;
+use crate::protocol::tasks::{
+    AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
+    NodeContext, NodeState, RegisterTaskResult, TaskStatus,
+};
+use crate::store::boundary::{NewEvent, NewNode, NewTask, NodeChange, NodeRow, Nodes};
+
+use super::super::journal::{append, appended};
+use super::super::schedule::Due;
+use super::super::writer::{Served, WriteCtx};
+use super::memory::Waiter;
+
+/// An AcquireNextNode request, as the writer needs it.
+pub struct NodeRequest {
+    pub task_id: Option<String>,
+    pub owner: String,
+    pub ttl_ms: u64,
+    pub connection: u64,
+    pub event_limit: u64,
+}
+
+pub fn no_task(task_id: &str) -> Error {
+    Error::NotFound(format!(
+        "task `{task_id}` does not exist; check the id (ListTasks shows the tasks)"
+    ))
+}
+
+fn no_node(task_id: &str, node_id: &str) -> Error {
+    Error::NotFound(format!(
+        "node `{node_id}` is not a node of task `{task_id}`; TaskStatus lists its nodes"
+    ))
+}
+
+/// 404 for a node that does not exist: naming the task when that is what is missing.
+fn missing(nodes: &dyn Nodes, task_id: &str, node_id: &str) -> Result<Error> {
+    Ok(if nodes.task_status(task_id)?.is_some() {
+        no_node(task_id, node_id)
+    } else {
+        no_task(task_id)
+    })
+}
+
+pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
+    Ok(match text {
+        Some(t) => Some(RawValue::from_string(t)?),
+        None => None,
+    })
+}
+
+fn event(
+    ctx: &mut WriteCtx<'_>,
+    kind: &str,
+    actor: Option<&str>,
+    task_id: &str,
+    node_id: Option<&str>,
+    data: &str,
+) -> Result<i64> {
+    let seq = ctx.next_revision();
+    let event = NewEvent {
+        kind,
+        actor,
+        task_id: Some(task_id),
+        node_id,
+        data,
+        ..NewEvent::default()
+    };
+    append(ctx, seq, &event)?;
+    if ctx.tasks.keeps_recent(task_id) {
+        let serialized = appended(ctx, seq, &event)?;
+        ctx.tasks.note_event(task_id, seq, serialized);
+    }
+    Ok(seq)
+}
+
+pub fn register(
+    ctx: &mut WriteCtx<'_>,
+    goal: &str,
+    context: Option<&str>,
+    nodes: Vec<NewNode>,
+) -> Result<RegisterTaskResult> {
+    let task_id = uuid::Uuid::new_v4().to_string();
+    let data = serde_json::json!({"goal": goal, "nodes": nodes.len()}).to_string();
+    let seq = event(ctx, "task.registered", None, &task_id, None, &data)?;
+    ctx.nodes().insert_task(&NewTask {
+        task_id: &task_id,
+        goal,
+        context,
+        nodes: &nodes,
+        seq,
+        at_ms: ctx.now_ms,
+    })?;
+    let node_ids = nodes.into_iter().map(|n| n.node_id).collect();
+    serve_waiters(ctx)?;
+    Ok(RegisterTaskResult {
+        task_id,
+        node_ids,
+        event_seq: seq as u64,
+    })
+}
+
+fn grant(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    request: &NodeRequest,
+) -> Result<AcquiredNode> {
+    let lease_id = uuid::Uuid::new_v4().to_string();
+    let expires_at = ctx.now_ms + request.ttl_ms as i64;
+    let node = ctx.nodes().start_node(
+        task_id,
+        node_id,
+        &lease_id,
+        &request.owner,
+        expires_at,
+        ctx.now_ms,
+    )?;
+    // The lease id is the worker's secret: the event says who holds the node, never the id.
+    let data =
+        serde_json::json!({"attempt": node.attempts, "lease_expires_at": format_ms(expires_at)})
+            .to_string();
+    event(
+        ctx,
+        "node.acquired",
+        Some(&request.owner),
+        task_id,
+        Some(node_id),
+        &data,
+    )?;
+    ctx.tasks.track(
+        (task_id.to_string(), node_id.to_string()),
+        lease_id.clone(),
+        ctx.mono_now + Duration::from_millis(request.ttl_ms),
+    );
+    let (goal, task_context) = ctx.nodes().task_goal(task_id)?;
+    let mut dependency_results = BTreeMap::new();
+    for dep in node.dependencies {
+        let result = ctx.nodes().node_result(task_id, &dep)?;
+        dependency_results.insert(
+            dep,
+            RawValue::from_string(result.unwrap_or_else(|| "null".into()))?,
+        );
+    }
+    Ok(AcquiredNode {
+        task_id: task_id.to_string(),
+        node_id: node_id.to_string(),
+        name: node.name,
+        lease_id,
+        lease_owner: request.owner.clone(),
+        lease_expires_at: format_ms(expires_at),
+        attempt: node.attempts,
+        max_attempts: node.max_attempts,
+        payload: raw(node.payload)?,
+        context: NodeContext {
+            goal,
+            task_context: raw(task_context)?,
+            dependency_results,
+            recent_events: ctx
+                .tasks
+                .recent_events(ctx.journal(), task_id, request.event_limit)?,
+        },
+    })
+}
+
+/// Hands out the oldest runnable node now, or answers null, or (with `wait_ms`) queues the
+/// worker first come first served.
+pub fn acquire_next(
+    ctx: &mut WriteCtx<'_>,
+    request: NodeRequest,
+    wait_ms: u64,
+) -> Result<Served<Option<AcquiredNode>>> {
+    if let Some(task_id) = &request.task_id {
+        if ctx.nodes().task_status(task_id)?.is_none() {
+            return Err(no_task(task_id));
+        }
+    }
+    // Workers already waiting go first.
+    if ctx.tasks.waiting() > 0 {
+        serve_waiters(ctx)?;
+    }
+    let queued_ahead = ctx
+        .tasks
+        .waiters()
+        .any(|w| w.request.task_id.is_none() || w.request.task_id == request.task_id);
+    if !queued_ahead {
+        if let Some((task_id, node_id)) = ctx.nodes().runnable(request.task_id.as_deref())? {
+            return grant(ctx, &task_id, &node_id, &request).map(|n| Served::Now(Some(n)));
+        }
+    }
+    if wait_ms == 0 {
+        return Ok(Served::Now(None));
+    }
+    // A task with nothing runnable and nothing running will never offer a node again
+    // (every PENDING node waits on a FAILED or CANCELLED ancestor): waiting on it would only
+    // hold the worker for wait_ms.
+    if let Some(task_id) = &request.task_id {
+        if !ctx.nodes().has_running(task_id)? {
+            return Ok(Served::Now(None));
+        }
+    }
+    let Some(reply) = ctx.take_reply() else {
+        return Err(Error::Internal(
+            "a waiting AcquireNextNode had no reply channel".into(),
+        ));
+    };
+    let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
+    ctx.tasks.wait(deadline, Waiter { request, reply });
+    Ok(Served::Later)
+}
+
+/// Hands runnable nodes to waiting workers, first come first served; a worker waiting on
+/// a task that can offer nothing more gets null at once.
+fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let mut i = 0;
+    while let Some(waiter) = ctx.tasks.waiter(i) {
+        if waiter.reply.is_closed() {
+            ctx.tasks.take_waiter(i);
+            continue;
+        }
+        let filter = waiter.request.task_id.clone();
+        match ctx.nodes().runnable(filter.as_deref())? {
+            Some((task_id, node_id)) => {
+                let waiter = ctx.tasks.take_waiter(i).expect("index in range");
+                let answer =
+                    grant(ctx, &task_id, &node_id, &waiter.request).and_then(|n| reply(&Some(n)));
+                ctx.deferred.push((waiter.reply, answer));
+            }
+            None => match filter {
+                None => break, // nothing runnable anywhere
+                Some(task_id) if !ctx.nodes().has_running(&task_id)? => {
+                    let waiter = ctx.tasks.take_waiter(i).expect("index in range");
+                    ctx.deferred
+                        .push((waiter.reply, reply(&None::<AcquiredNode>)));
+                }
+                Some(_) => i += 1,
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The node, if `lease_id` is its live lease; else 404 (no such node) or 410.
+fn own_node(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, lease_id: &str) -> Result<NodeRow> {
+    let Some(node) = ctx.nodes().node(task_id, node_id)? else {
+        return Err(missing(ctx.nodes(), task_id, node_id)?);
+    };
+    if node.state == NodeState::Running && node.lease_id.as_deref() == Some(lease_id) {
+        return Ok(node);
+    }
+    let mut data = serde_json::Map::new();
+    data.insert("task_id".into(), task_id.into());
+    data.insert("node_id".into(), node_id.into());
+    data.insert("state".into(), node.state.as_str().into());
+    if node.state == NodeState::Running {
+        data.insert("lease_owner".into(), node.lease_owner.clone().into());
+    }
+    let next = match node.state {
+        NodeState::Pending => "it is PENDING under no lease (never handed out, or rolled back after its lease lapsed); take it with AcquireNextNode",
+        NodeState::Running => "another worker holds it now; drop this work",
+        NodeState::Completed => "it is already COMPLETED; nothing more to do",
+        NodeState::Cancelled => "its task was cancelled; stop working on it",
+        NodeState::Failed => "it has FAILED; stop working on it",
+    };
+    Err(Error::LeaseInvalid {
+        // Never echo the id: messages end up in logs and agents' transcripts.
+        message: format!("the lease given for node {node_id} is not its live lease: {next}"),
+        data,
+    })
+}
+
+pub fn heartbeat(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    lease_id: &str,
+    ttl_ms: u64,
+) -> Result<HeartbeatNodeResult> {
+    own_node(ctx, task_id, node_id, lease_id)?;
+    let expires_at = ctx.now_ms + ttl_ms as i64;
+    ctx.nodes()
+        .extend_node_lease(task_id, node_id, expires_at)?;
+    ctx.tasks.track(
+        (task_id.to_string(), node_id.to_string()),
+        lease_id.to_string(),
+        ctx.mono_now + Duration::from_millis(ttl_ms),
+    );
+    Ok(HeartbeatNodeResult {
+        lease_expires_at: format_ms(expires_at),
+        remaining_ms: ttl_ms,
+    })
+}
+
+fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) -> Result<()> {
+    ctx.nodes().set_task_status(task_id, status, ctx.now_ms)?;
+    let data = serde_json::json!({"status": status}).to_string();
+    let kind = format!("task.{}", status.as_str());
+    event(ctx, &kind, None, task_id, None, &data)?;
+    ctx.tasks.task_finished(task_id);
+    Ok(())
+}
+
+/// The node's work is done: its result is kept, its dependents may become runnable, and
+/// the task completes with its last node.
+pub fn complete(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    lease_id: &str,
+    result: Option<&str>,
+) -> Result<EventSeqResult> {
+    let node = own_node(ctx, task_id, node_id, lease_id)?;
+    let result = result.unwrap_or("null");
+    ctx.nodes().change_node(
+        task_id,
+        node_id,
+        &NodeChange {
+            state: NodeState::Completed,
+            result: Some(result),
+            error: None,
+            runnable_since: None,
+            at_ms: ctx.now_ms,
+        },
+    )?;
+    ctx.tasks.forget(task_id, node_id);
+    let data = format!("{{\"attempt\":{},\"result\":{result}}}", node.attempts);
+    let seq = event(
+        ctx,
+        "node.completed",
+        node.lease_owner.as_deref(),
+        task_id,
+        Some(node_id),
+        &data,
+    )?;
+    // Dependents with no other unfinished dependency become runnable now.
+    ctx.nodes().release_dependents(task_id, node_id, seq)?;
+    let unfinished = ctx.nodes().count_finished(task_id)?;
+    if unfinished == 0 && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
+        set_task_status(ctx, task_id, TaskStatus::Completed)?;
+    }
+    serve_waiters(ctx)?;
+    Ok(EventSeqResult {
+        event_seq: seq as u64,
+    })
+}
+
+/// The node failed: back to PENDING while attempts remain and a retry is asked for, else
+/// FAILED, which fails its task.
+pub fn fail(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    lease_id: &str,
+    error: &str,
+    retry: bool,
+) -> Result<FailNodeResult> {
+    let node = own_node(ctx, task_id, node_id, lease_id)?;
+    let again = retry && node.attempts < node.max_attempts;
+    let state = if again {
+        NodeState::Pending
+    } else {
+        NodeState::Failed
+    };
+    let data = format!(
+        "{{\"attempt\":{},\"max_attempts\":{},\"retry\":{},\"status\":\"{}\",\"error\":{error}}}",
+        node.attempts,
+        node.max_attempts,
+        retry,
+        state.as_str()
+    );
+    let seq = event(
+        ctx,
+        "node.failed",
+        node.lease_owner.as_deref(),
+        task_id,
+        Some(node_id),
+        &data,
+    )?;
+    ctx.nodes().change_node(
+        task_id,
+        node_id,
+        &NodeChange {
+            state,
+            result: None,
+            error: Some(error),
+            runnable_since: Some(seq),
+            at_ms: ctx.now_ms,
+        },
+    )?;
+    ctx.tasks.forget(task_id, node_id);
+    if !again && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
+        set_task_status(ctx, task_id, TaskStatus::Failed)?;
+    }
+    serve_waiters(ctx)?;
+    Ok(FailNodeResult {
+        status: state,
+        attempts: node.attempts,
+        max_attempts: node.max_attempts,
+        event_seq: seq as u64,
+    })
+}
+
+pub fn commit_event(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    lease_id: Option<&str>,
+    action_type: &str,
+    payload: &str,
+) -> Result<EventSeqResult> {
+    let Some(node) = ctx.nodes().node(task_id, node_id)? else {
+        return Err(missing(ctx.nodes(), task_id, node_id)?);
+    };
+    // A lease id that is given must be the node's live one, whatever the node's state: a
+    // stale, rolled-back, completed or made-up lease appends nothing (410).
+    let actor = match lease_id {
+        Some(lease_id) => own_node(ctx, task_id, node_id, lease_id)?.lease_owner,
+        None if node.state == NodeState::Running => {
+            return Err(Error::invalid_params(
+                "lease_id",
+                "the node is RUNNING: CommitEvent needs the lease_id of its holder",
+            ))
+        }
+        None => None,
+    };
+    let seq = event(
+        ctx,
+        action_type,
+        actor.as_deref(),
+        task_id,
+        Some(node_id),
+        payload,
+    )?;
+    Ok(EventSeqResult {
+        event_seq: seq as u64,
+    })
+}
+
+/// Every PENDING or RUNNING node becomes CANCELLED (their leases stop working); a running
+/// or failed task becomes cancelled.
+pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult> {
+    let Some(status) = ctx.nodes().task_status(task_id)? else {
+        return Err(no_task(task_id));
+    };
+    for node_id in ctx.nodes().running_nodes(task_id)? {
+        ctx.tasks.forget(task_id, &node_id);
+    }
+    let cancelled = ctx.nodes().cancel_open_nodes(task_id, ctx.now_ms)?;
+    let status = match status {
+        TaskStatus::Running | TaskStatus::Failed => {
+            set_task_status(ctx, task_id, TaskStatus::Cancelled)?;
+            TaskStatus::Cancelled
+        }
+        other => other,
+    };
+    serve_waiters(ctx)?;
+    Ok(CancelTaskResult {
+        task_id: task_id.to_string(),
+        status,
+        cancelled_nodes: cancelled,
+    })
+}
+
+/// Rolls a node whose lease lapsed back to PENDING.
+fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -> Result<()> {
+    let Some(node) = ctx.nodes().node(task_id, node_id)? else {
+        return Ok(());
+    };
+    let data = serde_json::json!({
+        "attempt": node.attempts, "reason": note,
+    })
+    .to_string();
+    let seq = event(
+        ctx,
+        "node.rolled_back",
+        node.lease_owner.as_deref(),
+        task_id,
+        Some(node_id),
+        &data,
+    )?;
+    ctx.nodes().change_node(
+        task_id,
+        node_id,
+        &NodeChange {
+            state: NodeState::Pending,
+            result: None,
+            error: None,
+            runnable_since: Some(seq),
+            at_ms: ctx.now_ms,
+        },
+    )?;
+    ctx.tasks.forget(task_id, node_id);
+    Ok(())
+}
+
+/// Rolls back lapsed leases and answers waits that ran out (with null).
+pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    let mut rolled = false;
+    while let Some(due) = ctx.tasks.pop_due(ctx.mono_now) {
+        match due {
+            Due::Lease((task_id, node_id)) => {
+                roll_back(
+                    ctx,
+                    &task_id,
+                    &node_id,
+                    "the lease expired without a heartbeat",
+                )?;
+                rolled = true;
+            }
+            Due::Wait(waiter) => {
+                ctx.deferred
+                    .push((waiter.reply, reply(&None::<AcquiredNode>)));
+            }
+        }
+    }
+    if rolled {
+        serve_waiters(ctx)?;
+    }
+    ctx.tasks.compact();
+    Ok(())
+}
+
+/// At start-up: nodes whose lease lapsed while the daemon was down roll back; the rest are
+/// tracked for their remaining time.
+pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    for lease in ctx.nodes().node_leases()? {
+        if lease.expires_at <= ctx.now_ms {
+            roll_back(
+                ctx,
+                &lease.task_id,
+                &lease.node_id,
+                "the lease expired while batond was stopped",
+            )?;
+        } else {
+            let remaining = Duration::from_millis((lease.expires_at - ctx.now_ms) as u64);
+            let deadline = ctx.mono_now + remaining;
+            ctx.tasks
+                .track((lease.task_id, lease.node_id), lease.lease_id, deadline);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,144 @@
+//! SQL for resource-lock leases (`locks`), the last outcome of each key
+//! (`lock_outcomes`) and the fencing counter: SQLite's side of [`Leases`]. The rules
+//! (conflicts, the `dir:` hierarchy, waiting, fencing) are in `methods::locks`.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use crate::clock::format_ms;
+use crate::error::Result;
+use crate::protocol::locks::Previous;
+
+use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
+
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection";
+
+fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
+    Ok(LeaseRow {
+        resource_key: r.get(0)?,
+        lease_id: r.get(1)?,
+        owner: r.get(2)?,
+        provider: r.get(3)?,
+        fencing_token: r.get(4)?,
+        acquired_at: r.get(5)?,
+        expires_at: r.get(6)?,
+        metadata: r.get(7)?,
+        holder_connection: r.get(8)?,
+    })
+}
+
+/// The first lease `sql` (a query over `locks` taking `args`) finds.
+fn first(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Option<LeaseRow>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {LEASE_COLUMNS} FROM locks {sql}"))?
+        .query_row(args, lease_row)
+        .optional()?)
+}
+
+impl Leases for Connection {
+    fn lease(&self, resource_key: &str) -> Result<Option<LeaseRow>> {
+        first(self, "WHERE resource_key = ?1", [resource_key])
+    }
+
+    fn lease_on_path(&self, path: &str) -> Result<Option<LeaseRow>> {
+        first(self, "WHERE path = ?1 LIMIT 1", [path])
+    }
+
+    fn dir_lease_at(&self, path: &str) -> Result<Option<LeaseRow>> {
+        first(self, "WHERE path = ?1 AND kind = 'dir' LIMIT 1", [path])
+    }
+
+    fn lease_inside(&self, path: &str) -> Result<Option<LeaseRow>> {
+        // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
+        first(
+            self,
+            "WHERE path > ?1 AND path < ?2 AND path IS NOT NULL LIMIT 1",
+            params![format!("{path}/"), format!("{path}0")],
+        )
+    }
+
+    fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>> {
+        let mut stmt = self.prepare_cached(&format!(
+            "SELECT {LEASE_COLUMNS} FROM locks
+             WHERE resource_key >= ?1 AND substr(resource_key, 1, length(?1)) = ?1
+               AND (?2 IS NULL OR owner = ?2)
+             ORDER BY resource_key"
+        ))?;
+        let rows = stmt.query_map(params![prefix, owner], lease_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
+                                acquired_at, expires_at, metadata, holder_connection)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?
+        .execute(params![
+            l.resource_key,
+            l.kind,
+            l.path,
+            l.lease_id,
+            l.owner,
+            l.provider,
+            l.fencing_token,
+            l.acquired_at,
+            l.expires_at,
+            l.metadata,
+            l.holder_connection
+        ])?;
+        Ok(())
+    }
+
+    fn extend_lease(&self, resource_key: &str, expires_at: i64) -> Result<()> {
+        self.prepare_cached("UPDATE locks SET expires_at = ?2 WHERE resource_key = ?1")?
+            .execute(params![resource_key, expires_at])?;
+        Ok(())
+    }
+
+    fn delete_lease(&self, resource_key: &str) -> Result<()> {
+        self.prepare_cached("DELETE FROM locks WHERE resource_key = ?1")?
+            .execute([resource_key])?;
+        Ok(())
+    }
+
+    fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
+            )?
+            .query_row([resource_key], |r| {
+                Ok(Previous {
+                    outcome: r.get(0)?,
+                    owner: r.get(1)?,
+                    at: format_ms(r.get(2)?),
+                    moved_to: r.get(3)?,
+                    note: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
+        self.prepare_cached(
+            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            end.resource_key,
+            end.outcome,
+            end.owner,
+            end.at_ms,
+            end.moved_to,
+            end.note
+        ])?;
+        Ok(())
+    }
+
+    fn next_fencing_token(&self) -> Result<u64> {
+        Ok(self
+            .prepare_cached(
+                "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
+            )?
+            .query_row([], |r| r.get(0))?)
+    }
+}

@@ -1,0 +1,365 @@
+//! SQL for tasks (`tasks`), their nodes (`nodes`) and dependency edges
+//! (`node_dependents`): SQLite's side of [`Nodes`]. The rules (who gets which node, retries,
+//! rollback, when a task ends) are in `methods::tasks`.
+//!
+//! A node is runnable when PENDING with `remaining_deps = 0`; the partial index
+//! `nodes_runnable` lists exactly those in the order they became runnable.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde_json::value::RawValue;
+
+use crate::clock::format_ms;
+use crate::error::Result;
+use crate::protocol::tasks::{
+    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
+};
+
+use super::boundary::{NewTask, NodeChange, NodeLease, NodeRow, Nodes, StartedNode};
+
+fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
+    Ok(match text {
+        Some(t) => Some(RawValue::from_string(t)?),
+        None => None,
+    })
+}
+
+fn node_state(text: &str) -> rusqlite::Result<NodeState> {
+    NodeState::parse(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("unknown node state `{text}`").into(),
+        )
+    })
+}
+
+fn task_status(text: &str) -> rusqlite::Result<TaskStatus> {
+    TaskStatus::parse(text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            format!("unknown task status `{text}`").into(),
+        )
+    })
+}
+
+fn summary(r: &Row<'_>) -> rusqlite::Result<TaskSummary> {
+    Ok(TaskSummary {
+        task_id: r.get(0)?,
+        goal: r.get(1)?,
+        status: task_status(&r.get::<_, String>(2)?)?,
+        created_at: format_ms(r.get(3)?),
+        updated_at: format_ms(r.get(4)?),
+    })
+}
+
+impl Nodes for Connection {
+    fn insert_task(&self, task: &NewTask<'_>) -> Result<()> {
+        self.prepare_cached(
+            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
+                                unfinished_nodes)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            task.task_id,
+            task.goal,
+            task.context,
+            task.at_ms,
+            task.seq,
+            task.nodes.len()
+        ])?;
+        let mut insert = self.prepare_cached(
+            "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
+                                state, remaining_deps, runnable_since, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10)",
+        )?;
+        let mut edge = self.prepare_cached(
+            "INSERT INTO node_dependents (task_id, node_id, dependent_id) VALUES (?1, ?2, ?3)",
+        )?;
+        for (position, node) in task.nodes.iter().enumerate() {
+            insert.execute(params![
+                task.task_id,
+                node.node_id,
+                position as i64,
+                node.name,
+                node.payload,
+                serde_json::to_string(&node.dependencies)?,
+                node.max_attempts,
+                node.dependencies.len() as i64,
+                task.seq,
+                task.at_ms
+            ])?;
+            for dep in &node.dependencies {
+                edge.execute(params![task.task_id, dep, node.node_id])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
+        let status: Option<String> = self
+            .prepare_cached("SELECT status FROM tasks WHERE task_id = ?1")?
+            .query_row([task_id], |r| r.get(0))
+            .optional()?;
+        Ok(status.as_deref().map(task_status).transpose()?)
+    }
+
+    fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
+        self.prepare_cached("UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1")?
+            .execute(params![task_id, status.as_str(), at_ms])?;
+        Ok(())
+    }
+
+    fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)> {
+        Ok(self
+            .prepare_cached("SELECT goal, context FROM tasks WHERE task_id = ?1")?
+            .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+    }
+
+    fn runnable(&self, task_id: Option<&str>) -> Result<Option<(String, String)>> {
+        let found = match task_id {
+            Some(t) => self
+                .prepare_cached(
+                    "SELECT task_id, node_id FROM nodes INDEXED BY nodes_runnable_by_task
+                     WHERE task_id = ?1 AND state = 'PENDING' AND remaining_deps = 0
+                     ORDER BY runnable_since, node_id LIMIT 1",
+                )?
+                .query_row([t], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?,
+            None => self
+                .prepare_cached(
+                    "SELECT task_id, node_id FROM nodes INDEXED BY nodes_runnable
+                     WHERE state = 'PENDING' AND remaining_deps = 0
+                     ORDER BY runnable_since, task_id, node_id LIMIT 1",
+                )?
+                .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?,
+        };
+        Ok(found)
+    }
+
+    fn has_running(&self, task_id: &str) -> Result<bool> {
+        Ok(self
+            .prepare_cached(
+                "SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'",
+            )?
+            .query_row([task_id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT state, lease_id, lease_owner, attempts, max_attempts FROM nodes
+                 WHERE task_id = ?1 AND node_id = ?2",
+            )?
+            .query_row(params![task_id, node_id], |r| {
+                Ok(NodeRow {
+                    state: node_state(&r.get::<_, String>(0)?)?,
+                    lease_id: r.get(1)?,
+                    lease_owner: r.get(2)?,
+                    attempts: r.get(3)?,
+                    max_attempts: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn start_node(
+        &self,
+        task_id: &str,
+        node_id: &str,
+        lease_id: &str,
+        owner: &str,
+        expires_at: i64,
+        at_ms: i64,
+    ) -> Result<StartedNode> {
+        let (name, payload, dependencies, attempts, max_attempts): (
+            Option<String>,
+            Option<String>,
+            String,
+            u32,
+            u32,
+        ) = self
+            .prepare_cached(
+                "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
+                        lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6
+                 WHERE task_id = ?1 AND node_id = ?2
+                 RETURNING name, payload, dependencies, attempts, max_attempts",
+            )?
+            .query_row(
+                params![task_id, node_id, lease_id, owner, expires_at, at_ms],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )?;
+        Ok(StartedNode {
+            name,
+            payload,
+            dependencies: serde_json::from_str(&dependencies)?,
+            attempts,
+            max_attempts,
+        })
+    }
+
+    fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .prepare_cached("SELECT result FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
+            .query_row(params![task_id, node_id], |r| r.get(0))?)
+    }
+
+    fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE nodes SET lease_expires_at = ?3 WHERE task_id = ?1 AND node_id = ?2",
+        )?
+        .execute(params![task_id, node_id, expires_at])?;
+        Ok(())
+    }
+
+    fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
+                    runnable_since = COALESCE(?6, runnable_since), lease_id = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
+             WHERE task_id = ?1 AND node_id = ?2",
+        )?
+        .execute(params![
+            task_id,
+            node_id,
+            c.state.as_str(),
+            c.result,
+            c.error,
+            c.runnable_since,
+            c.at_ms
+        ])?;
+        Ok(())
+    }
+
+    fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE nodes SET remaining_deps = remaining_deps - 1, runnable_since = ?3
+             WHERE task_id = ?1 AND node_id IN
+                   (SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2)",
+        )?
+        .execute(params![task_id, node_id, seq])?;
+        Ok(())
+    }
+
+    fn count_finished(&self, task_id: &str) -> Result<u64> {
+        Ok(self
+            .prepare_cached(
+                "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = ?1
+                 RETURNING unfinished_nodes",
+            )?
+            .query_row([task_id], |r| r.get(0))?)
+    }
+
+    fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {
+        Ok(self
+            .prepare_cached("SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'RUNNING'")?
+            .query_map([task_id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+        Ok(self
+            .prepare_cached(
+                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = ?2
+                 WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
+            )?
+            .execute(params![task_id, at_ms])? as u64)
+    }
+
+    fn node_leases(&self) -> Result<Vec<NodeLease>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
+            )?
+            .query_map([], |r| {
+                Ok(NodeLease {
+                    task_id: r.get(0)?,
+                    node_id: r.get(1)?,
+                    lease_id: r.get(2)?,
+                    expires_at: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
+        let Some(task) = self
+            .prepare_cached(
+                "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
+            )?
+            .query_row([task_id], summary)
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        let mut counts: BTreeMap<String, u64> = NodeState::ALL
+            .iter()
+            .map(|s| (s.as_str().to_string(), 0))
+            .collect();
+        let mut stmt = self.prepare_cached(
+            "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
+                    lease_expires_at, result, error, updated_at
+             FROM nodes WHERE task_id = ?1 ORDER BY position",
+        )?;
+        let mut rows = stmt.query([task_id])?;
+        let mut nodes = Vec::new();
+        while let Some(r) = rows.next()? {
+            let state = node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?;
+            *counts.entry(state.as_str().to_string()).or_default() += 1;
+            let dependencies: String = r.get(3)?;
+            nodes.push(NodeSummary {
+                node_id: r.get(0)?,
+                name: r.get(1)?,
+                state,
+                dependencies: serde_json::from_str(&dependencies)?,
+                attempts: r.get(4)?,
+                max_attempts: r.get(5)?,
+                lease_owner: r.get(6)?,
+                lease_expires_at: r.get::<_, Option<i64>>(7)?.map(format_ms),
+                result: raw(r.get(8)?)?,
+                error: raw(r.get(9)?)?,
+                updated_at: format_ms(r.get(10)?),
+            });
+        }
+        Ok(Some(TaskStatusResult {
+            task,
+            counts,
+            nodes,
+        }))
+    }
+
+    fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult> {
+        let mut stmt = self.prepare_cached(
+            "SELECT task_id, goal, status, created_at, updated_at FROM tasks
+             WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2 + 0",
+        )?;
+        let tasks = stmt
+            .query_map(params![status.map(TaskStatus::as_str), limit], summary)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(ListTasksResult { tasks })
+    }
+
+    fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+        let by = |sql: &str| -> Result<BTreeMap<String, u64>> {
+            let mut out = BTreeMap::new();
+            for row in self
+                .prepare_cached(sql)?
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?)))?
+            {
+                let (k, v) = row?;
+                out.insert(k, v);
+            }
+            Ok(out)
+        };
+        Ok((
+            by("SELECT status, COUNT(*) FROM tasks GROUP BY status")?,
+            by("SELECT state, COUNT(*) FROM nodes GROUP BY state")?,
+        ))
+    }
+}
