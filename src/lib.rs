@@ -4,10 +4,10 @@
 //!
 //! Layout, top to bottom (imports run downwards only; ARCHITECTURE.md has the map):
 //! - `server`: the socket, connections, the sweeper and the daemon's life cycle.
-//! - `methods`: one handler per wire method, where the rules live; `app` is what every
-//!   handler shares.
-//! - `store`: storage. `boundary` is what the rules ask of it; the rest is SQLite (the
-//!   writer thread, the SQL of each area, migrations).
+//! - `methods`: one handler per wire method, the rules (state, locks, tasks, journal,
+//!   idempotency) and the writer thread that runs them; `app` is what every handler shares.
+//! - `store`: storage. `boundary` is what the rules ask of it (traits); the rest is
+//!   SQLite's side of those traits (the SQL of each area, the read pool, migrations).
 //! - `protocol`, `json`, `error`: the wire types, value rules and errors, used by all.
 //! - `clock`, `config`, `metrics`, `resource_key`: time, settings, counters, lock keys.
 //! - `client`, `bridge`: the client side, for the `baton` CLI and `mcp-bridge`.

@@ -233,6 +233,16 @@ pub fn read_one_statement<M: Method>(
     }
 }
 
+/// Runs a read on the pool of read connections: it sees the last commit (a read that must
+/// see this connection's writes in flight goes to the writer instead, `Writer::read`).
+pub fn read_now(app: &App, apply: ReadFn, single_statement: bool) -> Result<Reply> {
+    if single_statement {
+        app.store.read_one_statement(apply)
+    } else {
+        app.store.read(apply)
+    }
+}
+
 /// The idempotency identity of a request of method `M`, if it carries a key.
 fn idempotency<M: Method>(cx: &Ctx<'_>, key: Option<String>) -> Result<Option<Idempotency>> {
     match key {

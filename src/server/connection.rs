@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
 use crate::error::{Error, Result};
-use crate::methods::writer::{ReadFn, Reply};
+use crate::methods::writer::Reply;
 use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 
@@ -33,12 +33,12 @@ use super::codec::{Frame, LineCodec};
 /// client that pipelines without reading).
 const MAX_IN_FLIGHT: usize = 4096;
 
-/// An answer: a finished line, or one still being worked on.
-enum Answer {
-    Now(Vec<u8>),
-    /// Answered now; the sender fires once the line is written.
-    NowThen(Vec<u8>, oneshot::Sender<()>),
-    Later(BoxFuture<'static, Vec<u8>>),
+/// A response line: written already, or still being worked on.
+enum Line {
+    Ready(Vec<u8>),
+    /// Ready now; the sender fires once the line is written.
+    ReadyThen(Vec<u8>, oneshot::Sender<()>),
+    Coming(BoxFuture<'static, Vec<u8>>),
 }
 
 /// An answer line, and who to tell once it is written.
@@ -109,7 +109,7 @@ pub async fn serve(
                     Some(Ok(Frame::TooLong)) => {
                         let err = Error::RequestTooLarge { limit: app.config.max_line_bytes };
                         app.metrics.record(None, std::time::Duration::ZERO, true);
-                        Some(Answer::Now(render(None, &Err(err))))
+                        Some(Line::Ready(render(None, &Err(err))))
                     }
                     Some(Err(_)) | None => {
                         reading = false;
@@ -126,17 +126,17 @@ pub async fn serve(
                     }
                 };
                 let (line, written) = match answer {
-                    Some(Answer::Now(line)) if pending.is_empty() => (line, None),
-                    Some(Answer::NowThen(line, written)) if pending.is_empty() => (line, Some(written)),
-                    Some(Answer::Now(line)) => {
+                    Some(Line::Ready(line)) if pending.is_empty() => (line, None),
+                    Some(Line::ReadyThen(line, written)) if pending.is_empty() => (line, Some(written)),
+                    Some(Line::Ready(line)) => {
                         pending.push_back(futures::future::ready((line, None)).boxed());
                         continue;
                     }
-                    Some(Answer::NowThen(line, written)) => {
+                    Some(Line::ReadyThen(line, written)) => {
                         pending.push_back(futures::future::ready((line, Some(written))).boxed());
                         continue;
                     }
-                    Some(Answer::Later(future)) => {
+                    Some(Line::Coming(future)) => {
                         pending.push_back(future.map(|line| (line, None)).boxed());
                         continue;
                     }
@@ -234,7 +234,7 @@ fn handle_line(
     connection: &ConnectionInfo,
     line: &[u8],
     writes_in_flight: &Arc<AtomicUsize>,
-) -> Option<Answer> {
+) -> Option<Line> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
@@ -243,7 +243,7 @@ fn handle_line(
         Ok(request) => request,
         Err((id, err)) => {
             app.metrics.record(None, started.elapsed(), true);
-            return Some(Answer::Now(render(id, &Err(err))));
+            return Some(Line::Ready(render(id, &Err(err))));
         }
     };
     let method = methods::canonical_name(&request.method);
@@ -257,7 +257,7 @@ fn handle_line(
         Err(err) => {
             let name = methods::METHOD_NAMES.iter().copied().find(|n| *n == method);
             app.metrics.record(name, started.elapsed(), true);
-            return Some(Answer::Now(render(request.id, &Err(err))));
+            return Some(Line::Ready(render(request.id, &Err(err))));
         }
     };
     let finish = {
@@ -269,28 +269,21 @@ fn handle_line(
         }
     };
     let queued = match plan {
-        Plan::Ready(answer) => return Some(Answer::Now(finish(request.id, answer))),
+        Plan::Ready(answer) => return Some(Line::Ready(finish(request.id, answer))),
         Plan::ReadyThen { answer, written } => {
-            return Some(Answer::NowThen(finish(request.id, answer), written))
+            return Some(Line::ReadyThen(finish(request.id, answer), written))
         }
         Plan::Read {
             apply,
             heavy,
             single_statement,
         } if writes_in_flight.load(Ordering::Acquire) == 0 => {
-            let read = |apply: ReadFn| {
-                if single_statement {
-                    app.store.read_one_statement(apply)
-                } else {
-                    app.store.read(apply)
-                }
-            };
             let answer = if heavy {
-                tokio::task::block_in_place(|| read(apply))
+                tokio::task::block_in_place(|| methods::read_now(app, apply, single_statement))
             } else {
-                read(apply)
+                methods::read_now(app, apply, single_statement)
             };
-            return Some(Answer::Now(finish(request.id, answer)));
+            return Some(Line::Ready(finish(request.id, answer)));
         }
         Plan::Read { apply, .. } => app.writer.read(apply).map(|rx| (rx, None)),
         Plan::Write { idempotency, apply } => {
@@ -303,10 +296,10 @@ fn handle_line(
     };
     let (rx, counter): (oneshot::Receiver<Result<Reply>>, Option<Arc<AtomicUsize>>) = match queued {
         Ok(queued) => queued,
-        Err(err) => return Some(Answer::Now(finish(request.id, Err(err)))),
+        Err(err) => return Some(Line::Ready(finish(request.id, Err(err)))),
     };
     let id = request.id.map(ToOwned::to_owned);
-    Some(Answer::Later(
+    Some(Line::Coming(
         async move {
             let answer = rx.await.unwrap_or_else(|_| {
                 Err(Error::Unavailable(
