@@ -11,6 +11,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as TokioBufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
+#[path = "parts/redis.rs"]
+mod redis;
+#[path = "parts/tasks.rs"]
+mod tasks;
+
+use tasks::Worker;
+
 type Lines = tokio::io::Lines<TokioBufReader<OwnedReadHalf>>;
 
 struct Row {
@@ -138,6 +145,18 @@ async fn echo_server(path: PathBuf) {
 }
 
 /// Sets per second from `conns` connections each doing compare-and-set on its own key.
+/// The text of a result's member `name` (e.g. `"version":`), read the way a lean client
+/// reads an answer it knows the shape of (the Redis side parses no more than this).
+fn field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    if !answer.contains("\"result\"") {
+        return None;
+    }
+    let rest = &answer[answer.find(name)? + name.len()..];
+    let rest = rest.strip_prefix('"').unwrap_or(rest);
+    let end = rest.find([',', '}', '"'])?;
+    Some(&rest[..end])
+}
+
 async fn concurrent_cas_sets(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
     let start = Instant::now();
     let tasks: Vec<_> = (0..conns)
@@ -151,9 +170,8 @@ async fn concurrent_cas_sets(path: &Path, conns: usize, per_conn: usize) -> (f64
                     let line = format!(
                         "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
                     );
-                    let answer: serde_json::Value =
-                        serde_json::from_str(&round_trip(&mut lines, &mut w, line.as_bytes()).await).unwrap();
-                    match answer["result"]["version"].as_u64() {
+                    let answer = round_trip(&mut lines, &mut w, line.as_bytes()).await;
+                    match field(&answer, "\"version\":").and_then(|v| v.parse().ok()) {
                         Some(v) => version = v,
                         None => {
                             errors += 1;
@@ -206,6 +224,71 @@ async fn pipelined_sets(path: &Path, n: usize, rounds: usize) -> (f64, f64, u64)
     (rates[rates.len() - 1], rates[rates.len() / 2], errors)
 }
 
+/// Sets per second on one connection keeping `window` requests in flight.
+async fn windowed_sets(path: &Path, window: usize, total: usize) -> (f64, u64) {
+    let (mut lines, mut w) = connect(path).await;
+    let (mut sent, mut answered, mut errors) = (0, 0, 0);
+    let start = Instant::now();
+    while answered < total {
+        let mut out = Vec::new();
+        while sent < total && sent - answered < window {
+            out.extend_from_slice(
+                format!("{{\"id\":{sent},\"method\":\"Set\",\"params\":{{\"namespace\":\"window\",\"key\":\"k{sent}\",\"value\":{sent}}}}}\n").as_bytes(),
+            );
+            sent += 1;
+        }
+        if !out.is_empty() {
+            w.write_all(&out).await.unwrap();
+        }
+        let answer = lines.next_line().await.unwrap().expect("an answer");
+        if answer.contains("\"error\"") {
+            errors += 1;
+        }
+        answered += 1;
+    }
+    (total as f64 / start.elapsed().as_secs_f64(), errors)
+}
+
+/// Rows comparing a Baton figure with the same load on Redis (durable, and keeping
+/// nothing for reference): the Redis figures and the ratio against the durable one.
+fn versus_redis(
+    rows: &mut Vec<Row>,
+    names: [&'static str; 3],
+    baton: f64,
+    durable: Option<f64>,
+    volatile: Option<f64>,
+    at_least: f64,
+) {
+    let (Some(durable), Some(volatile)) = (durable, volatile) else {
+        rows.push(Row {
+            name: names[2],
+            figure: "redis-server is not installed: not compared".into(),
+            target: format!(">= {at_least:.1}x"),
+            pass: None,
+        });
+        return;
+    };
+    rows.push(Row {
+        name: names[0],
+        figure: format!("{durable:.0} /s"),
+        target: "-".into(),
+        pass: None,
+    });
+    rows.push(Row {
+        name: names[1],
+        figure: format!("{volatile:.0} /s"),
+        target: "-".into(),
+        pass: None,
+    });
+    let ratio = baton / durable;
+    rows.push(Row {
+        name: names[2],
+        figure: format!("{ratio:.2}x ({baton:.0} vs {durable:.0} /s)"),
+        target: format!(">= {at_least:.1}x"),
+        pass: Some(ratio >= at_least),
+    });
+}
+
 async fn call(
     lines: &mut Lines,
     w: &mut OwnedWriteHalf,
@@ -237,15 +320,16 @@ async fn lock_cycles(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
                 let mut errors = 0;
                 for i in 0..per_conn {
                     let key = format!("file:cycle/c{c}/k{i}.rs");
-                    let lease = call(&mut lines, &mut w, acquire_request(&key, "bench")).await;
-                    if lease["result"]["status"] != "acquired" {
+                    let acquire = format!("{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"owner\":\"bench\",\"ttl_secs\":600}}}}\n");
+                    let lease = round_trip(&mut lines, &mut w, acquire.as_bytes()).await;
+                    let Some(lease_id) = field(&lease, "\"lease_id\":") else {
                         errors += 1;
                         eprintln!("unexpected answer: {lease}");
                         continue;
-                    }
-                    let released =
-                        call(&mut lines, &mut w, release_request(&lease["result"])).await;
-                    if released.get("error").is_some() {
+                    };
+                    let release = format!("{{\"id\":2,\"method\":\"ReleaseResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"lease_id\":\"{lease_id}\"}}}}\n");
+                    let released = round_trip(&mut lines, &mut w, release.as_bytes()).await;
+                    if !released.contains("\"result\"") {
                         errors += 1;
                         eprintln!("unexpected answer: {released}");
                     }
@@ -369,148 +453,11 @@ async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64) {
 }
 
 /// Registers a task of `n` nodes (a chain when `chain`), returning its id.
-async fn register_task(
-    lines: &mut Lines,
-    w: &mut OwnedWriteHalf,
-    n: usize,
-    chain: bool,
-) -> serde_json::Value {
-    let nodes: Vec<serde_json::Value> = (0..n)
-        .map(|i| {
-            let deps = if chain && i > 0 {
-                vec![format!("n{}", i - 1)]
-            } else {
-                vec![]
-            };
-            serde_json::json!({"id": format!("n{i}"), "dependencies": deps})
-        })
-        .collect();
-    let answer = call(
-        lines,
-        w,
-        serde_json::json!({"id": 1, "method": "RegisterTask",
-        "params": {"goal": "bench", "nodes": nodes}}),
-    )
-    .await;
-    answer["result"]["task_id"].clone()
-}
-
-/// The part of an AcquireNextNode answer a worker needs (the rest, such as the context's
-/// recent events, is skipped unparsed, as a typed client would).
-#[derive(serde::Deserialize)]
-struct NodeAnswer {
-    result: Option<AcquiredNode>,
-}
-
-#[derive(serde::Deserialize)]
-struct AcquiredNode {
-    task_id: String,
-    node_id: String,
-    lease_id: String,
-}
-
-/// Nodes per second when `workers` connections loop AcquireNextNode + CompleteNode, the
-/// way a worker that cares about throughput does it: each CompleteNode goes out in one
-/// write together with the next AcquireNextNode (pipelined, answered in order), so both
-/// usually share one commit.
-async fn run_nodes(path: &Path, n: usize, workers: usize, chain: bool) -> (f64, u64) {
-    let (mut lines, mut w) = connect(path).await;
-    let task_id = register_task(&mut lines, &mut w, n, chain).await;
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..workers)
-        .map(|k| {
-            let path = path.to_path_buf();
-            let task_id = task_id.clone();
-            tokio::spawn(async move {
-                let (mut lines, mut w) = connect(&path).await;
-                let acquire = format!(
-                    "{}\n",
-                    serde_json::json!({"id": 1, "method": "AcquireNextNode",
-                        "params": {"task_id": task_id, "lease_owner": format!("w{k}"),
-                                   "wait_ms": if chain { 1000 } else { 0 }}})
-                );
-                let (mut done, mut errors) = (0u64, 0u64);
-                let answer = round_trip(&mut lines, &mut w, acquire.as_bytes()).await;
-                let mut node: NodeAnswer = serde_json::from_str(&answer).unwrap();
-                while let Some(n) = node.result {
-                    let mut both = serde_json::json!({"id": 2, "method": "CompleteNode",
-                        "params": {"task_id": n.task_id, "node_id": n.node_id, "lease_id": n.lease_id}})
-                    .to_string();
-                    both.push('\n');
-                    both.push_str(&acquire);
-                    let completed = round_trip(&mut lines, &mut w, both.as_bytes()).await;
-                    if completed.contains("\"error\"") {
-                        errors += 1;
-                    }
-                    done += 1;
-                    let next = lines.next_line().await.unwrap().expect("an answer");
-                    node = serde_json::from_str(&next).unwrap();
-                }
-                (done, errors)
-            })
-        })
-        .collect();
-    let (mut done, mut errors) = (0, 0);
-    for t in tasks {
-        let (d, e) = t.await.unwrap();
-        done += d;
-        errors += e;
-    }
-    if done != n as u64 {
-        eprintln!("ran {done} of {n} nodes");
-        errors += 1;
-    }
-    (n as f64 / start.elapsed().as_secs_f64(), errors)
-}
-
-/// Median AcquireNextNode round trip in microseconds over a fresh task of `n` nodes.
-async fn acquire_node_latency(path: &Path, n: usize) -> f64 {
-    let (mut lines, mut w) = connect(path).await;
-    register_task(&mut lines, &mut w, n, false).await;
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
-        let node = call(
-            &mut lines,
-            &mut w,
-            serde_json::json!({"id": 1, "method": "AcquireNextNode",
-            "params": {"lease_owner": "probe"}}),
-        )
-        .await;
-        samples.push(start.elapsed());
-        let node = &node["result"];
-        call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
-            "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
-    }
-    samples.sort();
-    percentile(&samples, 0.5)
-}
-
-/// Registers and finishes `n` one-node tasks from 8 connections.
-async fn finish_tasks(path: &Path, n: usize) {
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let path = path.to_path_buf();
-            tokio::spawn(async move {
-                let (mut lines, mut w) = connect(&path).await;
-                for _ in 0..n / 8 {
-                    let task_id = register_task(&mut lines, &mut w, 1, false).await;
-                    let node = call(&mut lines, &mut w, serde_json::json!({"id": 1, "method": "AcquireNextNode",
-                        "params": {"task_id": task_id, "lease_owner": "filler"}})).await;
-                    let node = &node["result"];
-                    call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
-                        "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 async fn run() -> (Vec<Row>, u64) {
     let dir = tempfile::tempdir().unwrap();
+    // The durable peer, and the same server keeping nothing, for reference.
+    let redis_aof = redis::start(&dir.path().join("redis-aof"), true).await;
+    let redis_mem = redis::start(&dir.path().join("redis-mem"), false).await;
     let mut rows = Vec::new();
     let mut errors = 0;
     let (n_seq, cas_per_conn, rounds) = if quick() {
@@ -599,6 +546,55 @@ async fn run() -> (Vec<Row>, u64) {
             pass: Some(cas_rate >= 25_000.0),
         });
 
+        let mut on_redis = Vec::new();
+        for redis in [&redis_aof, &redis_mem] {
+            on_redis.push(match redis {
+                Some(r) => {
+                    let (rate, e) = redis::cas_sets(&r.socket, 64, cas_per_conn).await;
+                    errors += e;
+                    Some(rate)
+                }
+                None => None,
+            });
+        }
+        versus_redis(
+            &mut rows,
+            [
+                "Redis Lua CAS, 64 conns, fsync always",
+                "Redis Lua CAS, 64 conns, no persistence",
+                "durable CAS Set vs Redis fsync always",
+            ],
+            cas_rate,
+            on_redis[0],
+            on_redis[1],
+            1.0,
+        );
+
+        let total = cas_per_conn * 64;
+        let (window_rate, e) = windowed_sets(&socket, 64, total).await;
+        errors += e;
+        rows.push(Row {
+            name: "durable Sets, window 64, 1 connection",
+            figure: format!("{window_rate:.0} /s"),
+            target: ">= 60,000 /s".into(),
+            pass: Some(window_rate >= 60_000.0),
+        });
+        for (redis, name) in [
+            (&redis_aof, "Redis SETs, window 64, fsync always"),
+            (&redis_mem, "Redis SETs, window 64, no persistence"),
+        ] {
+            if let Some(r) = redis {
+                let (rate, e) = redis::windowed_sets(&r.socket, 64, total).await;
+                errors += e;
+                rows.push(Row {
+                    name,
+                    figure: format!("{rate:.0} /s ({:.2}x Baton)", rate / window_rate),
+                    target: "-".into(),
+                    pass: None,
+                });
+            }
+        }
+
         let (best, median, pipe_errors) = pipelined_sets(&socket, 1000, rounds).await;
         errors += pipe_errors;
         rows.push(Row {
@@ -618,6 +614,29 @@ async fn run() -> (Vec<Row>, u64) {
             target: ">= 15,000 /s".into(),
             pass: Some(cycle_rate >= 15_000.0),
         });
+        let mut on_redis = Vec::new();
+        for redis in [&redis_aof, &redis_mem] {
+            on_redis.push(match redis {
+                Some(r) => {
+                    let (rate, e) = redis::lock_pairs(&r.socket, 16, cycles_per_conn).await;
+                    errors += e;
+                    Some(rate)
+                }
+                None => None,
+            });
+        }
+        versus_redis(
+            &mut rows,
+            [
+                "Redis lock pairs, 16 conns, fsync always",
+                "Redis lock pairs, 16 conns, no persistence",
+                "lock cycles vs Redis fsync always",
+            ],
+            cycle_rate,
+            on_redis[0],
+            on_redis[1],
+            1.0,
+        );
 
         let (hand_p50, hand_p99) = hand_off(&socket, hand_rounds, &mut errors).await;
         rows.push(Row {
@@ -642,25 +661,35 @@ async fn run() -> (Vec<Row>, u64) {
     }
 
     if only("tasks") {
-        let (rate, e) = run_nodes(&socket, 1000, 4, false).await;
-        errors += e;
-        rows.push(Row {
-            name: "1,000 independent nodes, 4 workers",
-            figure: format!("{rate:.0} nodes/s"),
-            target: ">= 5,000 /s".into(),
-            pass: Some(rate >= 5_000.0),
-        });
-        let (rate, e) = run_nodes(&socket, 200, 1, true).await;
-        errors += e;
-        rows.push(Row {
-            name: "200-node chain, 1 worker",
-            figure: format!("{rate:.0} nodes/s"),
-            target: ">= 1,500 /s".into(),
-            pass: Some(rate >= 1_500.0),
-        });
-        let before = acquire_node_latency(&socket, probes / 10).await;
-        finish_tasks(&socket, finished_tasks).await;
-        let after = acquire_node_latency(&socket, probes / 10).await;
+        for (style, how) in [(Worker::Plain, "plain"), (Worker::Pipelined, "pipelined")] {
+            let (rate, e) = tasks::run_nodes(&socket, 1000, 4, false, style).await;
+            errors += e;
+            rows.push(Row {
+                name: if how == "plain" {
+                    "1,000 independent nodes, 4 plain workers"
+                } else {
+                    "1,000 independent nodes, 4 pipelined workers"
+                },
+                figure: format!("{rate:.0} nodes/s"),
+                target: ">= 5,000 /s".into(),
+                pass: Some(rate >= 5_000.0),
+            });
+            let (rate, e) = tasks::run_nodes(&socket, 200, 1, true, style).await;
+            errors += e;
+            rows.push(Row {
+                name: if how == "plain" {
+                    "200-node chain, 1 plain worker"
+                } else {
+                    "200-node chain, 1 pipelined worker"
+                },
+                figure: format!("{rate:.0} nodes/s"),
+                target: ">= 1,500 /s".into(),
+                pass: Some(rate >= 1_500.0),
+            });
+        }
+        let before = tasks::acquire_node_latency(&socket, probes / 10).await;
+        tasks::finish_tasks(&socket, finished_tasks).await;
+        let after = tasks::acquire_node_latency(&socket, probes / 10).await;
         rows.push(Row {
             name: "AcquireNextNode, before vs after finished tasks",
             figure: format!(
@@ -705,7 +734,7 @@ fn main() {
     let (rows, errors) = runtime.block_on(run());
     println!();
     println!(
-        "{:<36} {:<48} {:<18} result",
+        "{:<46} {:<48} {:<18} result",
         "benchmark", "figure", "target"
     );
     for row in &rows {
@@ -715,7 +744,7 @@ fn main() {
             None => "",
         };
         println!(
-            "{:<36} {:<48} {:<18} {result}",
+            "{:<46} {:<48} {:<18} {result}",
             row.name, row.figure, row.target
         );
     }
