@@ -595,7 +595,13 @@ impl WriterLoop {
                         self.memory.revision = before;
                         self.memory.tasks.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
-                        self.writes.undo_request()?;
+                        if let Err(undo) = self.writes.undo_request() {
+                            // It cannot be undone alone: the whole batch goes.
+                            tracing::error!(%err, "a request failed after writing; its batch is rolled back");
+                            *lock_state_suspect = true;
+                            answers.push((reply, Err(undo.clone())));
+                            return Err(undo);
+                        }
                         // What it granted others (a waiter handed the lock it freed) was
                         // rolled back with it: those answers must not escape. The waiters
                         // were taken off their queues, so they are told to retry, and the

@@ -346,7 +346,9 @@ pub trait WriteStorage: Send {
     fn rollback(&mut self);
     /// Marks where the next request starts.
     fn savepoint(&self) -> Result<()>;
-    /// Undoes the current request.
+    /// Undoes the current request, which failed. An engine that keeps no savepoints may
+    /// refuse when the request had written anything: then the writer rolls back the whole
+    /// batch (the rules refuse before they write, so only a storage fault gets here).
     fn undo_request(&self) -> Result<()>;
     /// Ends the current request's savepoint, keeping what it did.
     fn release_request(&self) -> Result<()>;
