@@ -16,6 +16,8 @@ pub struct App {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
+    /// Revoked tokens and the failure log, shared by every connection.
+    pub auth: methods::auth::Registry,
     started: Duration,
     describe: OnceLock<Box<RawValue>>,
 }
@@ -28,6 +30,7 @@ impl App {
             started: clock.monotonic(),
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),
+            auth: Default::default(),
             describe: OnceLock::new(),
         }
     }

@@ -10,6 +10,7 @@ pub mod migrations;
 mod schedule;
 pub mod state;
 pub mod tasks;
+pub mod tokens;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
