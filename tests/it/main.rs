@@ -12,6 +12,7 @@ mod lock_expiry;
 mod locks;
 mod net;
 mod remote;
+mod remote_clients;
 mod scopes;
 mod state;
 mod subscribe;
