@@ -448,10 +448,18 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
         Group::Events => "baton_events",
     };
     let (kind, message, mut data) = match err {
+        CallError::Unreachable { address, source } if address.contains("://") => {
+            return failure(
+                format!(
+                    "batond is not reachable at {address} ({source}): check that it listens there (BATON_LISTEN), that --url is right and that BATON_TLS_CA names the CA of its certificate, then call {name} again."
+                ),
+                None,
+            )
+        }
         CallError::Unreachable { address, source } => {
             return failure(
                 format!(
-                    "batond is not reachable at {address} ({source}): start it with `batond` (or `systemctl --user start batond`, or `cargo run --release --bin batond` in the Baton checkout), or check --url and BATON_TLS_CA, then call {name} again."
+                    "batond is not running at {address} ({source}): start it with `batond` (or `systemctl --user start batond`, or `cargo run --release --bin batond` in the Baton checkout), then call {name} again."
                 ),
                 None,
             )
