@@ -24,6 +24,11 @@ type AsyncWriter = Box<dyn AsyncWrite + Send + Unpin>;
 #[derive(Clone)]
 enum Via {
     Unix(std::path::PathBuf),
+    /// Plain TCP on loopback: shows what TCP alone costs beside TLS.
+    Tcp {
+        addr: SocketAddr,
+        token: String,
+    },
     Tls {
         addr: SocketAddr,
         config: Arc<rustls::ClientConfig>,
@@ -36,11 +41,31 @@ impl Via {
         rustls::pki_types::ServerName::try_from("localhost").unwrap()
     }
 
+    fn token(&self) -> Option<&str> {
+        match self {
+            Via::Unix(_) => None,
+            Via::Tcp { token, .. } | Via::Tls { token, .. } => Some(token),
+        }
+    }
+
     fn blocking(&self) -> BufReader<Box<dyn Stream>> {
         match self {
             Via::Unix(path) => BufReader::new(Box::new(
                 std::os::unix::net::UnixStream::connect(path).unwrap(),
             )),
+            Via::Tcp { addr, token } => {
+                let tcp = std::net::TcpStream::connect(addr).unwrap();
+                tcp.set_nodelay(true).unwrap();
+                let mut stream: BufReader<Box<dyn Stream>> = BufReader::new(Box::new(tcp));
+                let auth = format!(
+                    "{{\"id\":0,\"method\":\"Authenticate\",\"params\":{{\"token\":\"{token}\"}}}}\n"
+                );
+                stream.get_mut().write_all(auth.as_bytes()).unwrap();
+                let mut answer = String::new();
+                stream.read_line(&mut answer).unwrap();
+                assert!(answer.contains("\"result\""), "{answer}");
+                stream
+            }
             Via::Tls {
                 addr,
                 config,
@@ -78,6 +103,12 @@ impl Via {
                     .into_split();
                 (Box::new(r), Box::new(w))
             }
+            Via::Tcp { addr, .. } => {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                tcp.set_nodelay(true).unwrap();
+                let (r, w) = tcp.into_split();
+                (Box::new(r), Box::new(w))
+            }
             Via::Tls { addr, config, .. } => {
                 let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
                 tcp.set_nodelay(true).unwrap();
@@ -90,7 +121,7 @@ impl Via {
             }
         };
         let mut lines = tokio::io::BufReader::new(reader).lines();
-        if let Via::Tls { token, .. } = self {
+        if let Some(token) = self.token() {
             let auth = format!(
                 "{{\"id\":0,\"method\":\"Authenticate\",\"params\":{{\"token\":\"{token}\"}}}}\n"
             );
@@ -191,7 +222,7 @@ fn certificates(dir: &Path) -> (Vec<String>, Arc<rustls::ClientConfig>) {
     .with_no_client_auth();
     let args = vec![
         "--listen".to_string(),
-        "tls://127.0.0.1:0".to_string(),
+        "tls://127.0.0.1:0,tcp://127.0.0.1:0".to_string(),
         "--tls-cert".to_string(),
         cert_path.display().to_string(),
         "--tls-key".to_string(),
@@ -205,12 +236,14 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, n_seq: usize, cas_pe
     let dir = tempfile::tempdir().unwrap();
     let (args, config) = certificates(dir.path());
     let (mut daemon, log) = start_daemon_with(dir.path(), &args);
-    let addr: SocketAddr = log
-        .iter()
-        .find_map(|l| l.split("serving tls://").nth(1))
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|a| a.parse().ok())
-        .expect("the TLS listener's address in the log");
+    let listening = |scheme: &str| -> SocketAddr {
+        log.iter()
+            .find_map(|l| l.split(&format!("serving {scheme}://")).nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|a| a.parse().ok())
+            .expect("the listener's address in the log")
+    };
+    let addr = listening("tls");
     let unix = Via::Unix(dir.path().join("home/baton.sock"));
     // A token as narrow as an agent's: this namespace only.
     let token = {
@@ -226,6 +259,10 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, n_seq: usize, cas_pe
             .as_str()
             .expect("a token")
             .to_string()
+    };
+    let tcp = Via::Tcp {
+        addr: listening("tcp"),
+        token: token.clone(),
     };
     let tls = Via::Tls {
         addr,
@@ -252,8 +289,18 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, n_seq: usize, cas_pe
         pass: Some(tls_get <= 1.5 * unix_get),
     });
     let (unix_cas, e1) = cas(&unix, "unix", 64, cas_per_conn).await;
-    let (tls_cas, e2) = cas(&tls, "tls", 64, cas_per_conn).await;
-    *errors += e1 + e2;
+    let (tcp_cas, e2) = cas(&tcp, "tcp", 64, cas_per_conn).await;
+    let (tls_cas, e3) = cas(&tls, "tls", 64, cas_per_conn).await;
+    *errors += e1 + e2 + e3;
+    rows.push(Row {
+        name: "durable CAS, 64 conns, TCP vs Unix",
+        figure: format!(
+            "{tcp_cas:.0} /s vs {unix_cas:.0} /s ({:.2}x)",
+            tcp_cas / unix_cas
+        ),
+        target: "-".into(),
+        pass: None,
+    });
     rows.push(Row {
         name: "durable CAS, 64 conns, TLS vs Unix",
         figure: format!(
