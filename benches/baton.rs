@@ -20,6 +20,10 @@ use tasks::Worker;
 
 type Lines = tokio::io::Lines<TokioBufReader<OwnedReadHalf>>;
 
+/// TLS on loopback against the Unix socket, on one daemon.
+#[path = "baton/tls.rs"]
+mod tls;
+
 struct Row {
     name: &'static str,
     figure: String,
@@ -28,7 +32,7 @@ struct Row {
 }
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
-/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks).
+/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, tls).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -52,9 +56,15 @@ fn raise_open_file_limit() {
 }
 
 fn start_daemon(dir: &Path) -> Child {
+    start_daemon_with(dir, &[]).0
+}
+
+/// Starts batond with `args`; returns it and the log lines up to "listening on".
+fn start_daemon_with(dir: &Path, args: &[String]) -> (Child, Vec<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
         .arg("--home")
         .arg(dir.join("home"))
+        .args(args)
         .env("RUST_LOG", "info")
         .env("BATON_ENV_FILE", dir.join("none.env"))
         .stdin(Stdio::null())
@@ -63,15 +73,17 @@ fn start_daemon(dir: &Path) -> Child {
         .spawn()
         .expect("start batond");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
     loop {
         match lines.next() {
             Some(Ok(line)) if line.contains("listening on") => break,
+            Some(Ok(line)) => seen.push(line),
             Some(_) => continue,
-            None => panic!("batond exited before listening"),
+            None => panic!("batond exited before listening: {seen:?}"),
         }
     }
     std::thread::spawn(move || for _ in lines {});
-    child
+    (child, seen)
 }
 
 fn rss_mb(pid: u32) -> f64 {
@@ -699,6 +711,10 @@ async fn run() -> (Vec<Row>, u64) {
             target: "no growth".into(),
             pass: Some(after <= 1.5 * before),
         });
+    }
+
+    if only("tls") {
+        tls::compare(&mut rows, &mut errors, n_seq, cas_per_conn).await;
     }
 
     let (mut lines, mut w) = connect(&socket).await;

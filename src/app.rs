@@ -20,6 +20,8 @@ pub struct App {
     pub writer: Writer,
     pub clock: Arc<dyn Clock>,
     pub metrics: Metrics,
+    /// Revoked tokens and the failure log, shared by every connection.
+    pub auth: methods::auth::Registry,
     started: Duration,
     describe: OnceLock<Box<RawValue>>,
 }
@@ -33,6 +35,7 @@ impl App {
             started: clock.monotonic(),
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),
+            auth: Default::default(),
             describe: OnceLock::new(),
         }
     }

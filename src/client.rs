@@ -1,34 +1,37 @@
 //! A small async client for batond's JSON-lines protocol: one request, one answer, in
-//! order, on one Unix socket connection, plus the notifications a subscription pushes.
-//! Used by `mcp-bridge` and the `baton` CLI.
+//! order, on one connection (a Unix socket, TCP or TLS: [`Target`]), plus the
+//! notifications a subscription pushes. Used by `mcp-bridge` and the `baton` CLI.
 //!
 //! A result comes back as the daemon wrote it ([`Connection::call_raw`]) or read into the
 //! protocol's own result type ([`Connection::call_typed`], [`Answer`]), so that a field
 //! a client reads is a field the daemon writes: a misspelt or missing one is an error,
 //! never a silent `null`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::protocol::locks::{
     AcquireResult, HeldBy, ListResourceLocksResult, LockEntry, Previous, StatusResult,
 };
 use crate::protocol::state::{GetResult, ListResult, Record};
 
+mod target;
+pub use target::{Endpoint, Target};
+
 /// Why a call did not produce a result.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// No daemon listens on the socket (or it cannot be opened).
-    #[error("batond is not reachable at {}: {source}", path.display())]
+    /// No daemon listens at the address (or it cannot be opened, or TLS failed).
+    #[error("batond is not reachable at {address}: {source}")]
     Unreachable {
-        path: PathBuf,
+        /// The socket path or the URL.
+        address: String,
         source: std::io::Error,
     },
     /// The request could not be sent: the connection was already closed by the daemon,
@@ -307,27 +310,74 @@ struct ErrorKind {
     kind: String,
 }
 
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// One connection to batond.
 pub struct Connection {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    reader: BufReader<Reader>,
+    writer: Writer,
     next_id: u64,
     line: String,
 }
 
 impl Connection {
+    /// Connects to the Unix socket at `path` (acting as admin, unless batond runs with
+    /// `BATON_UNIX_AUTH=token`).
     pub async fn connect(path: &Path) -> Result<Connection, CallError> {
         let stream = UnixStream::connect(path)
             .await
             .map_err(|source| CallError::Unreachable {
-                path: path.to_path_buf(),
+                address: path.display().to_string(),
                 source,
             })?;
         Ok(Connection::over(stream))
     }
 
+    /// Connects to `target` and, when it carries a token, authenticates with it (a
+    /// refused token is the daemon's 401).
+    pub async fn open(target: &Target) -> Result<Connection, CallError> {
+        let unreachable = |source| CallError::Unreachable {
+            address: target.endpoint.to_string(),
+            source,
+        };
+        let mut conn = match &target.endpoint {
+            Endpoint::Unix(path) => Connection::connect(path).await?,
+            Endpoint::Tcp { host, port } => {
+                let tcp = TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(unreachable)?;
+                let _ = tcp.set_nodelay(true);
+                let (reader, writer) = tcp.into_split();
+                Connection::from_halves(Box::new(reader), Box::new(writer))
+            }
+            Endpoint::Tls { host, port } => {
+                let connector = target.tls_connector().map_err(unreachable)?;
+                let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| {
+                    unreachable(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+                })?;
+                let tcp = TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(unreachable)?;
+                let _ = tcp.set_nodelay(true);
+                let tls = connector.connect(name, tcp).await.map_err(unreachable)?;
+                let (reader, writer) = tokio::io::split(tls);
+                Connection::from_halves(Box::new(reader), Box::new(writer))
+            }
+        };
+        if let Some(token) = &target.token {
+            conn.call_raw("Authenticate", &serde_json::json!({ "token": token }))
+                .await?;
+        }
+        Ok(conn)
+    }
+
     fn over(stream: UnixStream) -> Connection {
         let (reader, writer) = stream.into_split();
+        Connection::from_halves(Box::new(reader), Box::new(writer))
+    }
+
+    fn from_halves(reader: Reader, writer: Writer) -> Connection {
         Connection {
             reader: BufReader::new(reader),
             writer,
@@ -371,6 +421,8 @@ impl Connection {
             .write_all(request.as_bytes())
             .await
             .map_err(CallError::NotSent)?;
+        // TLS keeps what it encrypts until flushed (a no-op on a socket).
+        self.writer.flush().await.map_err(CallError::NotSent)?;
         self.read_line().await?;
         let answer: AnswerLine<'_> = match serde_json::from_str(&self.line) {
             Ok(answer) => answer,

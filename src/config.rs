@@ -44,6 +44,44 @@ pub struct Flags {
     /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
     #[arg(long, value_name = "MS")]
     pub shutdown_grace_ms: Option<String>,
+    /// Also listen on the network: tls://ADDR:PORT, or tcp://ADDR:PORT on loopback only; repeatable or comma-separated (BATON_LISTEN) [default: the Unix socket only]
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub listen: Vec<String>,
+    /// The TLS listener's certificate chain, PEM (BATON_TLS_CERT)
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<String>,
+    /// The TLS listener's private key, PEM (BATON_TLS_KEY)
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<String>,
+    /// Require TLS clients to present a certificate signed by this CA, PEM (BATON_TLS_CLIENT_CA)
+    #[arg(long, value_name = "PATH")]
+    pub tls_client_ca: Option<String>,
+    /// How Unix-socket connections are trusted: admin (by the socket's file mode) or token (they authenticate too) (BATON_UNIX_AUTH) [default: admin]
+    #[arg(long, value_name = "MODE")]
+    pub unix_auth: Option<String>,
+}
+
+/// A network listener: where, and whether it speaks TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    pub tls: bool,
+    pub addr: std::net::SocketAddr,
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "tls" } else { "tcp" };
+        write!(f, "{scheme}://{}", self.addr)
+    }
+}
+
+/// The PEM files of the TLS listeners.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// When set, clients must present a certificate signed by this CA.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// The resolved configuration of one daemon.
@@ -63,6 +101,13 @@ pub struct Config {
     pub workspace: PathBuf,
     /// How long a shutdown waits for connections to finish before closing them.
     pub shutdown_grace_ms: u64,
+    /// Network listeners (`BATON_LISTEN`), besides the Unix socket.
+    pub listen: Vec<Listen>,
+    /// Certificate and key of the TLS listeners; set whenever one is configured.
+    pub tls: Option<TlsFiles>,
+    /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
+    /// instead of acting as admin.
+    pub unix_auth_token: bool,
     /// For tests only: run on a manual clock starting at this wall time (epoch ms), moved
     /// by the `AdvanceClock` method (`BATON_TEST_CLOCK_MS`; no flag).
     pub test_clock_ms: Option<i64>,
@@ -196,6 +241,44 @@ pub fn check_trusted(path: &Path, what: &str, allow_sticky: bool) -> Result<(), 
     Ok(())
 }
 
+/// Parses `BATON_LISTEN`: comma-separated `tls://ADDR:PORT` and `tcp://ADDR:PORT`; plain
+/// TCP only on a loopback address.
+fn parse_listen(raw: &str, what: &str) -> Result<Vec<Listen>, ConfigError> {
+    let mut listen = Vec::new();
+    for url in raw.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("tls://") {
+            (true, rest)
+        } else if let Some(rest) = url.strip_prefix("tcp://") {
+            (false, rest)
+        } else {
+            return Err(ConfigError(format!(
+                "{what} has `{url}`; write tls://ADDR:PORT (e.g. tls://0.0.0.0:7420) or tcp://127.0.0.1:PORT"
+            )));
+        };
+        let rest = rest.trim_end_matches('/');
+        let addr = match rest.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => rest.to_string(),
+        };
+        let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
+            ConfigError(format!(
+                "{what} has `{url}`, whose address is not IP:PORT; write e.g. tls://0.0.0.0:7420, tls://[::]:7420 or tcp://127.0.0.1:7420"
+            ))
+        })?;
+        if !tls && !addr.ip().is_loopback() {
+            return Err(ConfigError(format!(
+                "{what} has `{url}`: plain TCP on a non-loopback address would send tokens and data in clear text to the network; use tls://{addr} with BATON_TLS_CERT and BATON_TLS_KEY, or tcp://127.0.0.1:{} for this host only",
+                addr.port()
+            )));
+        }
+        let listener = Listen { tls, addr };
+        if !listen.contains(&listener) {
+            listen.push(listener);
+        }
+    }
+    Ok(listen)
+}
+
 fn expand_tilde(raw: &str, user_home: Option<&Path>, what: &str) -> Result<PathBuf, ConfigError> {
     if raw == "~" || raw.starts_with("~/") {
         let home = user_home.ok_or_else(|| {
@@ -247,10 +330,17 @@ impl Config {
             ("BATON_MAX_VALUE_BYTES", &flags.max_value_bytes),
             ("BATON_WORKSPACE", &flags.workspace),
             ("BATON_SHUTDOWN_GRACE_MS", &flags.shutdown_grace_ms),
+            ("BATON_TLS_CERT", &flags.tls_cert),
+            ("BATON_TLS_KEY", &flags.tls_key),
+            ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
+            ("BATON_UNIX_AUTH", &flags.unix_auth),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
             }
+        }
+        if !flags.listen.is_empty() {
+            flag_values.insert("BATON_LISTEN", flags.listen.join(","));
         }
         let mut layers = Layers {
             flags: flag_values,
@@ -366,7 +456,50 @@ impl Config {
             None => cwd()?,
         };
 
+        let listen = match layers.get("BATON_LISTEN") {
+            None => Vec::new(),
+            Some((raw, source)) => parse_listen(&raw, &layers.describe("BATON_LISTEN", source))?,
+        };
+        let tls = if listen.iter().any(|l| l.tls) {
+            let shown: Vec<String> = listen
+                .iter()
+                .filter(|l| l.tls)
+                .map(|l| l.to_string())
+                .collect();
+            let need = |name: &'static str| -> Result<PathBuf, ConfigError> {
+                layers.path(name)?.ok_or_else(|| {
+                    ConfigError(format!(
+                        "{} needs a certificate and its key: set BATON_TLS_CERT and BATON_TLS_KEY to PEM files (README, \"Several hosts\", shows how to make them), or listen on tcp://127.0.0.1:PORT for this host only",
+                        shown.join(", ")
+                    ))
+                })
+            };
+            Some(TlsFiles {
+                cert: need("BATON_TLS_CERT")?,
+                key: need("BATON_TLS_KEY")?,
+                client_ca: layers.path("BATON_TLS_CLIENT_CA")?,
+            })
+        } else {
+            None
+        };
+        let unix_auth_token = match layers.get("BATON_UNIX_AUTH") {
+            None => false,
+            Some((raw, source)) => match raw.trim() {
+                "admin" => false,
+                "token" => true,
+                _ => {
+                    return Err(ConfigError(format!(
+                        "{} is `{raw}`; it must be admin (Unix-socket clients act as admin, trusted by the socket's mode) or token (they authenticate like network clients)",
+                        layers.describe("BATON_UNIX_AUTH", source)
+                    )))
+                }
+            },
+        };
+
         Ok(Config {
+            listen,
+            tls,
+            unix_auth_token,
             home,
             socket_path,
             database_path,
@@ -468,5 +601,36 @@ mod tests {
         let config = Config::resolve(&Flags::default(), &env).unwrap();
         assert_eq!(config.database_path, dir.path().join("data/b.db"));
         assert_eq!(config.socket_mode, 0o660);
+    }
+
+    #[test]
+    fn listeners_parse_and_plain_tcp_stays_on_loopback() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_str().unwrap();
+        let flags = Flags {
+            listen: vec!["tcp://127.0.0.1:7420".into(), "tls://[::]:7421".into()],
+            tls_cert: Some("/c.pem".into()),
+            tls_key: Some("/k.pem".into()),
+            ..Flags::default()
+        };
+        let config = Config::resolve(&flags, &env_of(&[("HOME", home)])).unwrap();
+        let shown: Vec<String> = config.listen.iter().map(|l| l.to_string()).collect();
+        assert_eq!(shown, ["tcp://127.0.0.1:7420", "tls://[::]:7421"]);
+        assert_eq!(config.tls.unwrap().cert, PathBuf::from("/c.pem"));
+
+        let refused = |listen: &str| {
+            let env = env_of(&[("HOME", home), ("BATON_LISTEN", listen)]);
+            Config::resolve(&Flags::default(), &env)
+                .unwrap_err()
+                .to_string()
+        };
+        let err = refused("tcp://0.0.0.0:7420");
+        assert!(
+            err.contains("BATON_LISTEN (environment)") && err.contains("use tls://"),
+            "{err}"
+        );
+        assert!(refused("tls://127.0.0.1:7420").contains("BATON_TLS_CERT"));
+        assert!(refused("http://x:1").contains("tls://ADDR:PORT"));
+        assert!(refused("tls://example.com:1").contains("IP:PORT"));
     }
 }

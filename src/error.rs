@@ -29,6 +29,13 @@ pub enum Error {
     Invalid(String),
     #[error("{0}")]
     NotFound(String),
+    /// A network connection that has not authenticated, or whose token expired or was
+    /// revoked. The message never carries the token.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The token lacks the grant; `needed` is the grant that would allow the request.
+    #[error("{message}")]
+    Forbidden { message: String, needed: String },
     /// A compare-and-set or Txn compare did not hold; `data` carries the current state.
     /// `exact` members go into `data` as the stored JSON text (a value comes back digit
     /// for digit, as Get would show it).
@@ -69,6 +76,8 @@ impl Error {
             Error::Internal(_) => -32603,
             Error::Invalid(_) => 400,
             Error::NotFound(_) => 404,
+            Error::Unauthenticated(_) => 401,
+            Error::Forbidden { .. } => 403,
             Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
             Error::LeaseInvalid { .. } => 410,
             Error::Compacted { .. } => 416,
@@ -89,6 +98,8 @@ impl Error {
             Error::Internal(_) => "internal",
             Error::Invalid(_) => "invalid",
             Error::NotFound(_) => "not_found",
+            Error::Unauthenticated(_) => "unauthenticated",
+            Error::Forbidden { .. } => "forbidden",
             Error::Conflict { .. } => "conflict",
             Error::IdempotencyConflict { .. } => "idempotency_conflict",
             Error::LeaseInvalid { .. } => "lease_invalid",
@@ -127,6 +138,9 @@ impl Error {
             }
             Error::IdempotencyConflict { key } => {
                 data.insert("idempotency_key".into(), json!(key));
+            }
+            Error::Forbidden { needed, .. } => {
+                data.insert("needed".into(), json!(needed));
             }
             _ => {}
         }

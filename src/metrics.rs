@@ -63,6 +63,8 @@ pub struct Metrics {
     connections_total: AtomicU64,
     /// Failed accepts (out of file descriptors, mostly).
     accept_errors: AtomicU64,
+    /// Failed Authenticate calls.
+    auth_failures: AtomicU64,
 }
 
 /// The name under which requests that named no known method are counted.
@@ -79,6 +81,7 @@ impl Metrics {
             connections_open: AtomicU64::new(0),
             connections_total: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
         }
     }
 
@@ -116,6 +119,15 @@ impl Metrics {
 
     pub fn accept_errors(&self) -> u64 {
         self.accept_errors.load(Ordering::Relaxed)
+    }
+
+    /// Counts one failed Authenticate; returns the count so far.
+    pub fn auth_failed(&self) -> u64 {
+        self.auth_failures.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn auth_failures(&self) -> u64 {
+        self.auth_failures.load(Ordering::Relaxed)
     }
 
     pub fn connections_open(&self) -> u64 {

@@ -10,7 +10,7 @@ use rmcp::ServiceExt;
 use baton::bridge::stdio::Relay;
 use baton::bridge::tools::Group;
 use baton::bridge::Bridge;
-use baton::config::Config;
+use baton::client::Target;
 
 /// MCP server (stdio) for Baton: locks, versioned state, tasks and events as tools.
 #[derive(Parser)]
@@ -24,6 +24,12 @@ struct Cli {
     /// batond's socket [default: as batond's: BATON_SOCKET_PATH, else $BATON_HOME/baton.sock]
     #[arg(long, value_name = "PATH")]
     socket: Option<String>,
+    /// batond's URL: unix:///PATH, tls://HOST:PORT or tcp://127.0.0.1:PORT [default: BATON_URL, else the socket]
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// Token to authenticate with; prefer BATON_TOKEN, which other users cannot see in `ps` [default: BATON_TOKEN]
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
     /// Tool groups to serve, comma-separated: locks, state, tasks, events, or all
     #[arg(long, value_name = "GROUPS", default_value = "locks,state")]
     tools: String,
@@ -56,8 +62,12 @@ fn main() -> ExitCode {
         eprintln!("mcp-bridge: --agent (or BATON_AGENT) must be at most 200 bytes");
         return ExitCode::FAILURE;
     }
-    let socket = match Config::client_socket(cli.socket.as_deref()) {
-        Ok(socket) => socket,
+    let target = match Target::from_flags(
+        cli.url.as_deref(),
+        cli.socket.as_deref(),
+        cli.token.as_deref(),
+    ) {
+        Ok(target) => target,
         Err(err) => {
             eprintln!("mcp-bridge: {err}");
             return ExitCode::FAILURE;
@@ -74,7 +84,7 @@ fn main() -> ExitCode {
         }
     };
     let (closing, closed) = tokio::sync::watch::channel(false);
-    let bridge = Bridge::new(socket, groups, agent).closing_on(closed);
+    let bridge = Bridge::new(target, groups, agent).closing_on(closed);
     let code = runtime.block_on(async move {
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
         let relay = Relay::start(stdin, stdout, closing);

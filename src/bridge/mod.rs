@@ -14,7 +14,6 @@ pub mod stdio;
 pub mod tools;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
-use crate::client::{read, CallError, Connection};
+use crate::client::{read, CallError, Connection, Target};
 use crate::protocol::locks::{AcquireResult, HeldBy, Lease};
 use crate::protocol::tasks::AcquiredNode;
 use tools::{Group, Kind, Tool};
@@ -42,7 +41,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Bridge {
-    socket: PathBuf,
+    /// batond's address and the token to authenticate with.
+    target: Target,
     tools: Vec<Tool>,
     groups: Vec<Group>,
     owner_flag: Option<String>,
@@ -57,13 +57,13 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    pub fn new(socket: PathBuf, groups: Vec<Group>, owner: Option<String>) -> Bridge {
+    pub fn new(target: Target, groups: Vec<Group>, owner: Option<String>) -> Bridge {
         let tools = tools::catalogue()
             .into_iter()
             .filter(|t| groups.contains(&t.group))
             .collect();
         Bridge {
-            socket,
+            target,
             tools,
             groups,
             owner_flag: owner,
@@ -131,7 +131,7 @@ impl Bridge {
         let mut main = self.main.lock().await;
         for attempt in 0..2 {
             if main.is_none() {
-                *main = Some(Connection::connect(&self.socket).await?);
+                *main = Some(Connection::open(&self.target).await?);
             }
             let conn = main.as_mut().expect("connected above");
             match tokio::time::timeout(CALL_TIMEOUT, conn.call_raw(method, &params)).await {
@@ -168,7 +168,7 @@ impl Bridge {
         wait_ms: u64,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<(Box<RawValue>, Connection)>, CallError> {
-        let mut conn = Connection::connect(&self.socket).await?;
+        let mut conn = Connection::open(&self.target).await?;
         let started = Instant::now();
         let progress = context.meta.get_progress_token();
         let mut closed = self.closed.clone();
@@ -448,11 +448,18 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
         Group::Events => "baton_events",
     };
     let (kind, message, mut data) = match err {
-        CallError::Unreachable { path, source } => {
+        CallError::Unreachable { address, source } if address.contains("://") => {
             return failure(
                 format!(
-                    "batond is not running at {} ({source}): start it with `batond` (or `systemctl --user start batond`, or `cargo run --release --bin batond` in the Baton checkout), then call {name} again.",
-                    path.display()
+                    "batond is not reachable at {address} ({source}): check that it listens there (BATON_LISTEN), that --url is right and that BATON_TLS_CA names the CA of its certificate, then call {name} again."
+                ),
+                None,
+            )
+        }
+        CallError::Unreachable { address, source } => {
+            return failure(
+                format!(
+                    "batond is not running at {address} ({source}): start it with `batond` (or `systemctl --user start batond`, or `cargo run --release --bin batond` in the Baton checkout), then call {name} again."
                 ),
                 None,
             )

@@ -7,10 +7,13 @@
 //! `tasks::rules`, `journal`, `idempotency`), written over the storage boundary
 //! (`store::boundary`), and the writer that runs them (`writer`, with its `schedule`).
 
+// Remote access: who a connection acts as (`auth`), what its token's grants allow (`scopes`).
+pub mod auth;
 pub mod idempotency;
 pub mod journal;
 pub mod locks;
 mod schedule;
+pub mod scopes;
 pub mod state;
 pub mod system;
 pub mod tasks;
@@ -48,6 +51,8 @@ pub struct ConnectionInfo {
     /// Live subscriptions of this connection, by id.
     pub subscriptions:
         std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
+    /// Who the connection acts as: unauthenticated until told otherwise.
+    pub auth: auth::ConnectionAuth,
 }
 
 impl ConnectionInfo {
@@ -57,6 +62,7 @@ impl ConnectionInfo {
             uses_locks: AtomicBool::new(false),
             notify,
             subscriptions: Default::default(),
+            auth: Default::default(),
         }
     }
 
@@ -402,14 +408,14 @@ macro_rules! registry {
         pub fn plan(method: &str, cx: &Ctx<'_>) -> Result<(&'static str, Plan)> {
             $(
                 if method == <$method as Method>::NAME {
-                    let params = parse::<$method>(cx.raw_params)?;
-                    return Ok((<$method as Method>::NAME, params.plan(cx)?));
+                    // Authentication and the token's grants, then params and the plan.
+                    return Ok((<$method as Method>::NAME, scopes::checked::<$method>(cx)?));
                 }
             )*
             if method == <system::AdvanceClockParams as Method>::NAME && cx.app.clock.as_manual().is_some() {
                 // Only a daemon started for tests (on a manual clock) knows this method.
-                let params = parse::<system::AdvanceClockParams>(cx.raw_params)?;
-                return Ok((<system::AdvanceClockParams as Method>::NAME, params.plan(cx)?));
+                let plan = scopes::checked::<system::AdvanceClockParams>(cx)?;
+                return Ok((<system::AdvanceClockParams as Method>::NAME, plan));
             }
             Err(Error::MethodNotFound { method: method.to_string(), known: METHOD_NAMES })
         }
@@ -453,6 +459,10 @@ registry!(
     tasks::TaskStatusParams,
     tasks::ListTasksParams,
     tasks::CancelTaskParams,
+    auth::AuthenticateParams,
+    auth::CreateTokenParams,
+    auth::ListTokensParams,
+    auth::RevokeTokenParams,
 );
 
 #[cfg(test)]

@@ -36,7 +36,7 @@ pub struct DescribeInterfaceResult {
 
 /// Every error code, as DescribeInterface documents it.
 pub fn error_table() -> Vec<ErrorDescription> {
-    let rows: [(i64, &str, &str); 14] = [
+    let rows: [(i64, &str, &str); 16] = [
         (-32700, "parse_error", "the line is not JSON"),
         (-32600, "invalid_request", "JSON but not a request object (not an object, or no string `method`)"),
         (-32601, "method_not_found", "unknown method; data.methods lists the known ones"),
@@ -44,6 +44,8 @@ pub fn error_table() -> Vec<ErrorDescription> {
         (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES; the connection stays usable"),
         (-32603, "internal", "a bug in batond; never for bad input"),
         (400, "invalid", "well-formed but refused: empty or over-long key, bad limit, ..."),
+        (401, "unauthenticated", "a network connection that has not authenticated (call Authenticate), or whose token expired or was revoked"),
+        (403, "forbidden", "the token lacks the grant; data.needed names the grant that would allow it"),
         (404, "not_found", "a task, node, lease or subscription that does not exist"),
         (409, "conflict", "a version did not match (data has the current value), a Txn compare failed (data.failed), or idempotency_conflict"),
         (410, "lease_invalid", "a lease id that is stale, expired, released or someone else's"),
@@ -124,6 +126,12 @@ pub struct ConnectionFigures {
 }
 
 #[derive(Serialize, JsonSchema)]
+pub struct AuthFigures {
+    /// Failed Authenticate calls (wrong, expired or revoked tokens) since start.
+    pub failures: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
 pub struct RecordFigures {
     pub live: u64,
     pub tombstones: u64,
@@ -164,6 +172,7 @@ pub struct MetricsResult {
     /// Per method: requests, errors and latency from parse to answer, in microseconds.
     pub methods: BTreeMap<&'static str, MethodFigures>,
     pub connections: ConnectionFigures,
+    pub auth: AuthFigures,
     pub records: RecordFigures,
     pub journal: JournalFigures,
     pub storage: StorageFigures,
@@ -196,6 +205,9 @@ impl Method for MetricsParams {
                     open: app.metrics.connections_open(),
                     total: app.metrics.connections_total(),
                     accept_errors: app.metrics.accept_errors(),
+                },
+                auth: AuthFigures {
+                    failures: app.metrics.auth_failures(),
                 },
                 records: RecordFigures { live, tombstones },
                 journal: JournalFigures {
@@ -258,6 +270,11 @@ mod tests {
             Error::RequestTooLarge { limit: 1 },
             Error::Internal(String::new()),
             Error::Invalid(String::new()),
+            Error::Unauthenticated(String::new()),
+            Error::Forbidden {
+                message: String::new(),
+                needed: String::new(),
+            },
             Error::NotFound(String::new()),
             Error::Conflict {
                 message: String::new(),

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Journal, Leases, Meta, Nodes, Records, Remembered, Storage, WriteStorage,
+    Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens, WriteStorage,
 };
 use crate::store::StorageHealth;
 
@@ -131,6 +131,11 @@ impl<'a> WriteCtx<'a> {
 
     /// Remembered answers to idempotency keys, through the storage boundary.
     pub fn remembered(&self) -> &'a dyn Remembered {
+        self.storage
+    }
+
+    /// Access tokens, through the storage boundary.
+    pub fn tokens(&self) -> &'a dyn Tokens {
         self.storage
     }
 

@@ -6,7 +6,6 @@
 //! writes in flight; then it is queued behind them on the writer, so a connection always
 //! reads its own writes and never sees a write it sent later.
 
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,8 +14,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncWriteExt, BufWriter};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -51,30 +49,49 @@ const NOTIFY_CAPACITY: usize = 1024;
 /// Numbers connections for the daemon's life (locks remember which one holds them).
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Serves one client until it leaves. `shutdown` stops reading new requests (answers owed
-/// are still written); `hard_stop` ends the connection at once, even in the middle of a
-/// write to a client that does not read (the end of the shutdown grace).
-pub async fn serve(
-    stream: UnixStream,
+/// Where a connection comes from.
+pub struct Peer {
+    /// The socket's descriptor, to look for a hang-up (it stays open while the stream does).
+    pub fd: std::os::fd::RawFd,
+    /// `unix`, or the network peer's address (for the log).
+    pub name: String,
+    /// Acts as admin without authenticating (a Unix socket, trusted by its file mode).
+    pub admin: bool,
+}
+
+/// Serves one client until it leaves, over any byte stream (a Unix socket, TCP, TLS).
+/// `shutdown` stops reading new requests (answers owed are still written); `hard_stop`
+/// ends the connection at once, even in the middle of a write to a client that does not
+/// read (the end of the shutdown grace).
+pub async fn serve<R, W>(
+    reader: R,
+    writer: W,
+    peer: Peer,
     app: SharedApp,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
-) {
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     app.metrics.connection_opened();
     let (notify_tx, mut notify_rx) = Notifier::channel(NOTIFY_CAPACITY);
     let connection = Arc::new(ConnectionInfo::new(
         NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         notify_tx,
     ));
+    if peer.admin {
+        connection.auth.trust_as_admin();
+    }
+    connection.auth.set_peer(peer.name);
     let mut told_closed = false;
-    let (reader, writer) = stream.into_split();
     let mut frames =
         FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
     let mut out = BufWriter::with_capacity(16 * 1024, writer);
     let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
     let mut reading = true;
-    let fd = out.get_ref().as_ref().as_raw_fd();
+    let fd = peer.fd;
     // After a half-close: how often to look whether the client has gone entirely.
     let mut hangup_check: Option<tokio::time::Interval> = None;
 
@@ -125,6 +142,10 @@ pub async fn serve(
                         None
                     }
                 };
+                if connection.auth.must_close() {
+                    // Too many failed Authenticate calls: answer them, then hang up.
+                    reading = false;
+                }
                 let (line, written) = match answer {
                     Some(Line::Ready(line)) if pending.is_empty() => (line, None),
                     Some(Line::ReadyThen(line, written)) if pending.is_empty() => (line, Some(written)),
@@ -166,7 +187,7 @@ pub async fn serve(
         }
     }
     tokio::select! {
-        _ = out.flush() => {}
+        _ = out.shutdown() => {}
         _ = hard_stop.cancelled() => {}
     }
     connection.end_subscriptions();

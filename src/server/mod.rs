@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod connection;
+pub mod listen;
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -44,6 +45,9 @@ pub enum StartError {
     DatabaseMissing { database: PathBuf, marker: PathBuf },
     #[error("the database {database} is empty (0 bytes), but {marker} says batond kept one there: restore it from a backup, or delete {marker} (and the empty file) to start with an empty database")]
     DatabaseEmpty { database: PathBuf, marker: PathBuf },
+    /// A network listener or its TLS files; the message says what to do.
+    #[error("{0}")]
+    Network(String),
     #[error(transparent)]
     Untrusted(#[from] crate::config::ConfigError),
     #[error(transparent)]
@@ -361,6 +365,9 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
+    // Certificates and ports before the database: a bad PEM or a port in use stops the
+    // start here, with nothing opened.
+    let network = listen::bind_all(&config.listen, config.tls.as_ref())?;
     let (store, writes) = Store::open(&config.database_path, clock.wall_ms())?;
     let (writer, writer_thread) =
         Writer::spawn(Box::new(writes), store.health().clone(), clock.clone())
@@ -382,6 +389,15 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     };
     let schema_version = store.schema_version;
     let app = Arc::new(App::new(config, store, writer, clock));
+    if app.config.unix_auth_token {
+        tracing::info!("BATON_UNIX_AUTH=token: Unix-socket clients authenticate with a token too");
+    }
+    for net in &network {
+        tracing::info!(
+            "serving {} (clients authenticate with a token first)",
+            net.shown
+        );
+    }
     tracing::info!(
         "batond {} listening on {socket_shown} (database {}, schema version {schema_version})",
         env!("CARGO_PKG_VERSION"),
@@ -393,6 +409,18 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
+    let network_tasks: Vec<_> = network
+        .into_iter()
+        .map(|net| {
+            tokio::spawn(listen::serve(
+                net,
+                app.clone(),
+                connections.clone(),
+                shutdown.clone(),
+                hard_stop.clone(),
+            ))
+        })
+        .collect();
     let listen_for = |kind: SignalKind, name: &'static str| {
         signal(kind).map_err(io_error(name, Path::new("(signal handler)")))
     };
@@ -409,8 +437,16 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             accepted = listener.accept(), if paused.is_none() => match accepted {
                 Ok((stream, _)) => {
                     accept_errors.succeeded();
+                    let peer = connection::Peer {
+                        fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+                        name: "unix".into(),
+                        admin: !app.config.unix_auth_token,
+                    };
+                    let (reader, writer) = stream.into_split();
                     connections.spawn(connection::serve(
-                        stream,
+                        reader,
+                        writer,
+                        peer,
                         app.clone(),
                         shutdown.clone(),
                         hard_stop.clone(),
@@ -438,6 +474,9 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     drop(listener);
     sweeper.abort();
     shutdown.cancel();
+    for task in network_tasks {
+        let _ = task.await;
+    }
     // Requests waiting for a lock would hold their connections open: end them now.
     let _ = crate::methods::locks::end_waits(&app);
     connections.close();

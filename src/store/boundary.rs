@@ -329,9 +329,9 @@ pub trait Meta {
 
 /// Everything the rules read and write, in one snapshot (a read) or one transaction (the
 /// writer's batch).
-pub trait Storage: Records + Journal + Leases + Nodes + Remembered + Meta {}
+pub trait Storage: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens {}
 
-impl<T: Records + Journal + Leases + Nodes + Remembered + Meta> Storage for T {}
+impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens> Storage for T {}
 
 /// The writer's side of storage: the one connection that writes, in batches (one
 /// transaction each) of requests (one savepoint each).
@@ -354,4 +354,42 @@ pub trait WriteStorage: Send {
     fn release_request(&self) -> Result<()>;
     /// The daemon is stopping: mark the database cleanly closed and tidy its files.
     fn close(&mut self);
+}
+
+/// An access token as stored: never its secret, only the secret's hash (which is not
+/// even read back).
+#[derive(Debug, Clone)]
+pub struct StoredToken {
+    pub token_id: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// Epoch milliseconds, as all the times below.
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+    pub revoked_at_ms: Option<i64>,
+    pub last_used_at_ms: Option<i64>,
+}
+
+/// A token to store.
+pub struct NewToken<'a> {
+    pub token_id: &'a str,
+    pub name: &'a str,
+    /// The hex SHA-256 of the secret.
+    pub secret_hash: &'a str,
+    pub scopes: &'a [String],
+    pub created_at_ms: i64,
+    pub expires_at_ms: Option<i64>,
+}
+
+/// Access tokens. Whether one is valid (expiry, revocation) and what it allows are rules,
+/// in `methods::auth` and `methods::scopes`.
+pub trait Tokens {
+    fn insert_token(&self, token: &NewToken<'_>) -> Result<()>;
+    /// The token whose secret hashes to `secret_hash`, revoked or not.
+    fn token_by_hash(&self, secret_hash: &str) -> Result<Option<StoredToken>>;
+    fn token_by_id(&self, token_id: &str) -> Result<Option<StoredToken>>;
+    /// Every token ever created, oldest first.
+    fn all_tokens(&self) -> Result<Vec<StoredToken>>;
+    fn set_token_revoked(&self, token_id: &str, at_ms: i64) -> Result<()>;
+    fn set_token_used(&self, token_id: &str, at_ms: i64) -> Result<()>;
 }

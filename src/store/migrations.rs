@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_scrub_lease_ids",
         sql: include_str!("../../migrations/0005_scrub_lease_ids.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_tokens",
+        sql: include_str!("../../migrations/0006_tokens.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -121,14 +126,15 @@ mod tests {
     fn lease_ids_left_in_an_old_journal_are_scrubbed() {
         let mut conn = Connection::open_in_memory().unwrap();
         migrate(&mut conn, 0).unwrap();
-        // As written by versions before the scrub.
+        // As written by versions before the scrub (schema version 4: later migrations undone).
         conn.execute_batch(
             r#"INSERT INTO events (seq, type, at, data) VALUES
                  (1, 'lock.acquired', 0, '{"lease_id":"secret-1","fencing_token":1}'),
                  (2, 'node.acquired', 0, '{"lease_id":"secret-2","attempt":1}'),
                  (3, 'node.rolled_back', 0, '{"attempt":1,"lease_id":"secret-3","reason":"x"}'),
                  (4, 'custom.note', 0, '{"lease_id":"a user payload stays"}');
-               DELETE FROM schema_migrations WHERE version = 5;"#,
+               DELETE FROM schema_migrations WHERE version >= 5;
+               DROP TABLE tokens;"#,
         )
         .unwrap();
         migrate(&mut conn, 0).unwrap();

@@ -13,6 +13,7 @@ mod meta;
 pub mod migrations;
 mod nodes;
 mod state;
+mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -40,6 +40,27 @@ impl Daemon {
         Daemon::launch(&[], Some(now))
     }
 
+    /// [`Daemon::start_on_test_clock`] with `args`.
+    pub fn start_on_test_clock_with(args: &[&str]) -> Daemon {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as i64;
+        Daemon::launch(args, Some(now))
+    }
+
+    /// The address a network listener of this scheme (`tls`, `tcp`) bound, as logged.
+    pub fn listening(&self, scheme: &str) -> std::net::SocketAddr {
+        let marker = format!("serving {scheme}://");
+        let log = self.log();
+        let at = log
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no {scheme} listener in the log:\n{log}"));
+        let rest = &log[at + marker.len()..];
+        let end = rest.find(' ').expect("the address ends");
+        rest[..end].parse().expect("an address")
+    }
+
     fn launch(args: &[&str], test_clock_ms: Option<i64>) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut daemon = Daemon {

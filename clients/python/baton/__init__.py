@@ -7,6 +7,7 @@
             ...  # edit the file; lease.outcome = "modified"
 """
 
+from ._common import Endpoint
 from .aio import AsyncClient, AsyncSubscription
 from .client import Client, HeldLock, Pipeline, Subscription
 from .errors import (
@@ -15,6 +16,7 @@ from .errors import (
     ConflictError,
     ConnectionLostError,
     DaemonUnreachableError,
+    ForbiddenError,
     IdempotencyConflictError,
     InternalError,
     InvalidError,
@@ -27,6 +29,7 @@ from .errors import (
     OverloadedError,
     ProtocolError,
     RetriesExhaustedError,
+    UnauthenticatedError,
     UnavailableError,
     ValueTooLargeError,
 )
@@ -41,7 +44,9 @@ __all__ = [
     "ConflictError",
     "ConnectionLostError",
     "DaemonUnreachableError",
+    "Endpoint",
     "Event",
+    "ForbiddenError",
     "HeldLock",
     "IdempotencyConflictError",
     "InternalError",
@@ -62,6 +67,7 @@ __all__ = [
     "RetriesExhaustedError",
     "SetResult",
     "Subscription",
+    "UnauthenticatedError",
     "UnavailableError",
     "ValueTooLargeError",
 ]

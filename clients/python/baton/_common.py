@@ -1,11 +1,14 @@
-"""What the sync and asyncio clients share: where the socket is, who we are, framing."""
+"""What the sync and asyncio clients share: where batond is (a socket or a URL), who we
+are, framing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
 import socket
+import ssl
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -24,12 +27,199 @@ def socket_path(explicit: "Optional[str | os.PathLike[str]]" = None) -> str:
     return str(Path(home) / "baton.sock")
 
 
+class Endpoint:
+    """Where batond is and how to reach it: a Unix socket, or `tcp://HOST:PORT` (loopback
+    only) or `tls://HOST:PORT`, with the token to authenticate with right after connecting.
+    TLS verifies batond's certificate against the system's roots, or `tls_ca`."""
+
+    def __init__(
+        self,
+        scheme: str,
+        *,
+        path: str = "",
+        host: str = "",
+        port: int = 0,
+        token: Optional[str] = None,
+        tls_ca: Optional[str] = None,
+        client_cert: Optional[Tuple[str, str]] = None,
+    ) -> None:
+        self.scheme = scheme
+        self.path = path
+        self.host = host
+        self.port = port
+        self.token = token or None
+        self.tls_ca = tls_ca or None
+        self.client_cert = client_cert
+        self._ssl: Optional[ssl.SSLContext] = None
+
+    @classmethod
+    def parse(cls, url: str, **kwargs: Any) -> "Endpoint":
+        """Reads unix:///PATH, tcp://HOST:PORT or tls://HOST:PORT."""
+        scheme, sep, rest = url.partition("://")
+        bad = ValueError(
+            f"`{url}` is not a batond URL; write unix:///path/to/baton.sock, tls://HOST:PORT or tcp://127.0.0.1:PORT"
+        )
+        if not sep:
+            raise bad
+        if scheme == "unix":
+            if not rest.startswith("/"):
+                raise bad
+            return cls("unix", path=rest, **kwargs)
+        if scheme not in ("tcp", "tls"):
+            raise bad
+        host, colon, port = rest.rstrip("/").rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or not port.isdigit():
+            raise bad
+        return cls(scheme, host=host, port=int(port), **kwargs)
+
+    def __str__(self) -> str:
+        if self.scheme == "unix":
+            return self.path
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    def __repr__(self) -> str:  # never the token
+        return f"Endpoint({str(self)!r}, token={'set' if self.token else None})"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            context = ssl.create_default_context(cafile=self.tls_ca)
+            if self.client_cert:
+                context.load_cert_chain(*self.client_cert)
+            self._ssl = context
+        return self._ssl
+
+    def authenticate_line(self) -> Optional[bytes]:
+        """The Authenticate request to send first (id 0), when there is a token."""
+        if not self.token:
+            return None
+        return encode(0, "Authenticate", {"token": self.token})
+
+    def connect(self, timeout: Optional[float] = None) -> socket.socket:
+        """A connected (and authenticated) blocking socket."""
+        try:
+            if self.scheme == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(timeout)
+                try:
+                    sock.connect(self.path)
+                except OSError:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((self.host, self.port), timeout=timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.scheme == "tls":
+                    try:
+                        sock = self.ssl_context().wrap_socket(sock, server_hostname=self.host)
+                    except OSError:
+                        sock.close()
+                        raise
+        except OSError as err:
+            raise unreachable(str(self), err) from err
+        line = self.authenticate_line()
+        if line is not None:
+            try:
+                sock.sendall(line)
+                answer = b""
+                while not answer.endswith(b"\n"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise ConnectionResetError("batond closed the connection")
+                    answer += chunk
+            except OSError as err:
+                sock.close()
+                raise unreachable(str(self), err) from err
+            try:
+                decode(answer, 0)
+            except BatonError:
+                sock.close()
+                raise
+        return sock
+
+    async def open(self) -> "Tuple[asyncio.StreamReader, asyncio.StreamWriter]":
+        """A connected (and authenticated) asyncio stream pair."""
+        limit = 64 * 1024 * 1024
+        try:
+            if self.scheme == "unix":
+                reader, writer = await asyncio.open_unix_connection(self.path, limit=limit)
+            else:
+                reader, writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    limit=limit,
+                    ssl=self.ssl_context() if self.scheme == "tls" else None,
+                    server_hostname=self.host if self.scheme == "tls" else None,
+                )
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as err:
+            raise unreachable(str(self), err) from err
+        line = self.authenticate_line()
+        if line is not None:
+            try:
+                writer.write(line)
+                await writer.drain()
+                answer = await reader.readline()
+            except OSError as err:
+                writer.close()
+                raise unreachable(str(self), err) from err
+            if not answer:
+                writer.close()
+                raise unreachable(str(self), ConnectionResetError("batond closed the connection"))
+            try:
+                decode(answer, 0)
+            except BatonError:
+                writer.close()
+                raise
+        return reader, writer
+
+
+def endpoint(
+    socket_path: "Optional[str | os.PathLike[str] | Endpoint]" = None,
+    *,
+    url: Optional[str] = None,
+    token: Optional[str] = None,
+) -> Endpoint:
+    """Where to connect: `url`, else `socket_path`, else BATON_URL, else the socket as
+    `socket_path()` finds it; the token from `token`, else BATON_TOKEN; BATON_TLS_CA,
+    BATON_TLS_CLIENT_CERT and BATON_TLS_CLIENT_KEY from the environment."""
+    if isinstance(socket_path, Endpoint):
+        return socket_path
+    env = os.environ.get
+    cert, key = env("BATON_TLS_CLIENT_CERT"), env("BATON_TLS_CLIENT_KEY")
+    extra: Dict[str, Any] = {
+        "token": token or env("BATON_TOKEN"),
+        "tls_ca": env("BATON_TLS_CA"),
+        "client_cert": (cert, key) if cert and key else None,
+    }
+    if url:
+        return Endpoint.parse(url, **extra)
+    if socket_path:
+        return Endpoint("unix", path=os.fspath(socket_path), **extra)
+    if env("BATON_URL"):
+        return Endpoint.parse(env("BATON_URL", ""), **extra)
+    return Endpoint("unix", path=socket_path_default(), **extra)
+
+
+def socket_path_default() -> str:
+    return socket_path(None)
+
+
 def default_owner() -> str:
     """BATON_OWNER, else host:pid (unique per process, readable in ListResourceLocks)."""
     return os.environ.get("BATON_OWNER") or f"{socket.gethostname()}:{os.getpid()}"
 
 
 def unreachable(path: str, err: OSError) -> DaemonUnreachableError:
+    if "://" in path:
+        return DaemonUnreachableError(
+            f"batond is not reachable at {path} ({err.strerror or err}); check that it listens there "
+            "(BATON_LISTEN), the URL (BATON_URL), and that BATON_TLS_CA names the CA of its certificate",
+            kind="unreachable",
+        )
     return DaemonUnreachableError(
         f"batond is not reachable at {path} ({err.strerror or err}); start it with `batond` "
         "(or `baton` service), or point BATON_SOCKET_PATH at its socket",

@@ -33,8 +33,18 @@ class AsyncClient:
     there is no `pipeline()`: `asyncio.gather` the calls. A call with `wait_ms` (or
     `wait_lock`) holds later answers until it ends: give a waiting worker its own client."""
 
-    def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None) -> None:
-        self.socket_path = _common.socket_path(socket_path)
+    def __init__(
+        self,
+        socket_path: "Optional[str | os.PathLike[str] | _common.Endpoint]" = None,
+        *,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+    ) -> None:
+        """Connects as `Client` does: `url`, else `socket_path`, else BATON_URL, else the
+        local socket; authenticates with `token`, else BATON_TOKEN."""
+        self.endpoint = _common.endpoint(socket_path, url=url, token=token)
+        #: The Unix socket's path, or the URL.
+        self.socket_path = str(self.endpoint)
         self._conn: Optional[_Connection] = None
         self._send_lock: Optional[asyncio.Lock] = None
         self._next_id = 0
@@ -53,14 +63,14 @@ class AsyncClient:
     async def _send(self, line: bytes) -> "asyncio.Future[bytes]":
         """Writes one request line; the future resolves to its answer line."""
         if self._conn is None or self._conn.closed:
-            self._conn = await _Connection.open(self.socket_path)
+            self._conn = await _Connection.open(self.endpoint)
         try:
             return await self._conn.send(line)
         except OSError as err:
             # The daemon closed this connection (it restarted): it cannot have read the
             # request, so it is safe to send it once more on a new connection.
             await self._conn.close()
-            self._conn = await _Connection.open(self.socket_path)
+            self._conn = await _Connection.open(self.endpoint)
             try:
                 return await self._conn.send(line)
             except OSError:
@@ -294,7 +304,7 @@ class AsyncClient:
                     break
                 continue
             handled += 1
-            beat = _AsyncHeartbeat(self.socket_path, ttl_secs, _node_beat(node, ttl_secs), node)
+            beat = _AsyncHeartbeat(self.endpoint, ttl_secs, _node_beat(node, ttl_secs), node)
             try:
                 result = await _resolve(handler(node))
             except Exception as exc:
@@ -330,7 +340,7 @@ class AsyncClient:
         self, filter: Optional[Dict[str, Any]] = None, since_seq: Optional[int] = None
     ) -> "AsyncSubscription":
         """`async for event in await client.subscribe(...)`; see Client.subscribe."""
-        sub = AsyncSubscription(self.socket_path, filter)
+        sub = AsyncSubscription(self.endpoint, filter)
         await sub._start(since_seq)
         return sub
 
@@ -357,11 +367,8 @@ class _Connection:
         self._task = asyncio.ensure_future(self._read_answers(reader))
 
     @classmethod
-    async def open(cls, path: str) -> "_Connection":
-        try:
-            reader, writer = await asyncio.open_unix_connection(path, limit=64 * 1024 * 1024)
-        except OSError as err:
-            raise _common.unreachable(path, err) from err
+    async def open(cls, endpoint: "_common.Endpoint") -> "_Connection":
+        reader, writer = await endpoint.open()
         return cls(reader, writer)
 
     async def send(self, line: bytes) -> "asyncio.Future[bytes]":
@@ -420,7 +427,7 @@ def _node_beat(node: Node, ttl_secs: int) -> Callable[[AsyncClient], Awaitable[A
 
 class _AsyncHeartbeat:
     def __init__(
-        self, socket_path: str, ttl_secs: int, beat: Callable[[AsyncClient], Awaitable[Any]], target: Any
+        self, socket_path: "_common.Endpoint", ttl_secs: int, beat: Callable[[AsyncClient], Awaitable[Any]], target: Any
     ) -> None:
         self._beat = beat
         self._target = target
@@ -463,7 +470,7 @@ class AsyncHeldLock:
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _AsyncHeartbeat(
-            self._client.socket_path,
+            self._client.endpoint,
             ttl_secs,
             lambda c: c.heartbeat_lock(lease.resource_key, lease.lease_id, ttl_secs=ttl_secs),
             lease,
@@ -486,8 +493,8 @@ class AsyncHeldLock:
 class AsyncSubscription:
     """Events from Subscribe on a connection of its own; an async iterator."""
 
-    def __init__(self, socket_path: str, filter: Optional[Dict[str, Any]]) -> None:
-        self._path = socket_path
+    def __init__(self, socket_path: "_common.Endpoint", filter: Optional[Dict[str, Any]]) -> None:
+        self._endpoint = _common.endpoint(socket_path)
         self._filter = filter
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Optional[asyncio.StreamWriter] = None
@@ -496,10 +503,7 @@ class AsyncSubscription:
         self.last_seq = 0
 
     async def _start(self, since_seq: Optional[int]) -> None:
-        try:
-            self._reader, self._writer = await asyncio.open_unix_connection(self._path, limit=64 * 1024 * 1024)
-        except OSError as err:
-            raise _common.unreachable(self._path, err) from err
+        self._reader, self._writer = await self._endpoint.open()
         self.last_seq = await self._subscribe(since_seq)
 
     async def _subscribe(self, since_seq: Optional[int]) -> int:

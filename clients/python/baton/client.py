@@ -30,8 +30,20 @@ class Client:
     the extra connections they need themselves.
     """
 
-    def __init__(self, socket_path: "Optional[str | os.PathLike[str]]" = None, *, timeout: Optional[float] = None) -> None:
-        self.socket_path = _common.socket_path(socket_path)
+    def __init__(
+        self,
+        socket_path: "Optional[str | os.PathLike[str] | _common.Endpoint]" = None,
+        *,
+        timeout: Optional[float] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+    ) -> None:
+        """Connects to `url` (unix:///PATH, tls://HOST:PORT, tcp://127.0.0.1:PORT), else
+        the socket at `socket_path`, else BATON_URL, else the local socket; authenticates
+        with `token`, else BATON_TOKEN, when one is set."""
+        self.endpoint = _common.endpoint(socket_path, url=url, token=token)
+        #: The Unix socket's path, or the URL.
+        self.socket_path = str(self.endpoint)
         self.timeout = timeout
         self._lock = threading.RLock()
         self._sock: Optional[socket.socket] = None
@@ -41,13 +53,7 @@ class Client:
     # -- connection ------------------------------------------------------------------
 
     def _connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.socket_path)
-        except OSError as err:
-            sock.close()
-            raise _common.unreachable(self.socket_path, err) from err
+        sock = self.endpoint.connect(self.timeout)
         self._sock = sock
         self._reader = sock.makefile("rb")
 
@@ -349,7 +355,7 @@ class Client:
                     break
                 continue
             handled += 1
-            beat = _Heartbeat(self.socket_path, ttl_secs, _node_beat(node, ttl_secs), node)
+            beat = _Heartbeat(self.endpoint, ttl_secs, _node_beat(node, ttl_secs), node)
             try:
                 result = handler(node)
             except Exception as exc:  # the node fails; the worker goes on
@@ -384,7 +390,7 @@ class Client:
         """An iterator of Events on a connection of its own: stored matches after
         `since_seq` first, then live ones. If the daemon cuts it off for falling behind,
         it resubscribes where it was, so no event is skipped or repeated."""
-        return Subscription(self.socket_path, filter, since_seq)
+        return Subscription(self.endpoint, filter, since_seq)
 
     # -- system ----------------------------------------------------------------------
 
@@ -438,7 +444,7 @@ class _Heartbeat:
     """Calls `beat` every ttl/3 on its own connection until stopped; marks `target.lost`
     when the daemon says the lease is gone."""
 
-    def __init__(self, socket_path: str, ttl_secs: int, beat: Callable[[Client], Any], target: Any) -> None:
+    def __init__(self, socket_path: "_common.Endpoint", ttl_secs: int, beat: Callable[[Client], Any], target: Any) -> None:
         self._stop = threading.Event()
         self._beat = beat
         self._target = target
@@ -483,7 +489,7 @@ class HeldLock:
         lease = Lease.from_wire(r)
         self.lease = lease
         self._beat = _Heartbeat(
-            self._client.socket_path,
+            self._client.endpoint,
             ttl_secs,
             lambda c: c.heartbeat_lock(lease.resource_key, lease.lease_id, ttl_secs=ttl_secs),
             lease,
@@ -506,14 +512,11 @@ class HeldLock:
 class Subscription:
     """Events from Subscribe, on a connection of its own. Iterate, or call `next(timeout)`."""
 
-    def __init__(self, socket_path: str, filter: Optional[Dict[str, Any]], since_seq: Optional[int]) -> None:
+    def __init__(
+        self, socket_path: "_common.Endpoint", filter: Optional[Dict[str, Any]], since_seq: Optional[int]
+    ) -> None:
         self._filter = filter
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._sock.connect(socket_path)
-        except OSError as err:
-            self._sock.close()
-            raise _common.unreachable(socket_path, err) from err
+        self._sock = _common.endpoint(socket_path).connect()
         self._buf = bytearray()
         self._next_id = 0
         self.subscription_id = ""

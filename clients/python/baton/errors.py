@@ -96,6 +96,19 @@ class UnavailableError(BatonError):
     """503: the daemon is shutting down or its storage is failing; nothing was written."""
 
 
+class UnauthenticatedError(BatonError):
+    """401: no valid token on this connection (none given, wrong, expired or revoked).
+    Set BATON_TOKEN (or pass token=) to a token an admin made with `baton token create`."""
+
+
+class ForbiddenError(BatonError):
+    """403: the token lacks the grant; `needed` names the grant that would allow it."""
+
+    @property
+    def needed(self) -> str:
+        return str(self.data.get("needed", ""))
+
+
 class ProtocolError(BatonError):
     """A request the daemon could not take: bad JSON, bad params, unknown method, too long."""
 
@@ -147,6 +160,8 @@ _BY_KIND: Dict[str, Type[BatonError]] = {
     "value_too_large": ValueTooLargeError,
     "overloaded": OverloadedError,
     "unavailable": UnavailableError,
+    "unauthenticated": UnauthenticatedError,
+    "forbidden": ForbiddenError,
     "invalid_params": InvalidParamsError,
     "method_not_found": MethodNotFoundError,
     "parse_error": ProtocolError,

@@ -17,6 +17,7 @@ Exit codes:
   5   busy (the lock is held by someone else, or a wait timed out)
   6   lease invalid (expired, released or someone else's)
   69  batond is not running (or its socket cannot be opened)
+  77  not allowed: no valid token (401: set BATON_TOKEN), or the token lacks the grant (403)
   75  temporary: batond is overloaded or shutting down; retry";
 
 /// Command line for batond: versioned state, resource locks, tasks and the journal.
@@ -31,6 +32,12 @@ pub struct Cli {
     /// batond's socket [default: BATON_SOCKET_PATH, else $BATON_HOME/baton.sock]
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<String>,
+    /// batond's URL: unix:///PATH, tls://HOST:PORT or tcp://127.0.0.1:PORT [default: BATON_URL, else the socket]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// Token to authenticate with; prefer BATON_TOKEN, which other users cannot see in `ps` [default: BATON_TOKEN]
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
     /// Print the daemon's JSON result instead of a table
     #[arg(long, global = true)]
     pub json: bool,
@@ -98,6 +105,9 @@ pub enum Command {
     /// DAG tasks: register, status, list, cancel
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Access tokens for network clients: create, list, revoke (admin only)
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// The journal: events after --since; --follow keeps streaming new ones
     Events {
         /// Events with a seq greater than N [default: 0, or the head with --follow]
@@ -177,6 +187,27 @@ pub enum LockCommand {
         #[arg(long)]
         owner: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; prints the secret (shown this once) on stdout
+    Create {
+        /// Who or what it is for (an agent, a host)
+        name: String,
+        /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
+        /// tasks:write, tasks:work, events:read, events:publish, agents, admin (PATTERN: exact,
+        /// or a prefix ending in *); give the narrowest that does the job
+        #[arg(long = "scope", value_name = "GRANT", required = true)]
+        scope: Vec<String>,
+        /// Lifetime in seconds [default: no expiry]
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+    },
+    /// List live tokens (never their secrets)
+    List,
+    /// Revoke a token: connections using it get 401 at their next request
+    Revoke { token_id: String },
 }
 
 #[derive(Subcommand)]

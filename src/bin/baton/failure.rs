@@ -28,14 +28,17 @@ impl From<CallError> for Failure {
                 "not_found" => 3,
                 "conflict" | "idempotency_conflict" => 4,
                 "lease_invalid" => 6,
+                "unauthenticated" | "forbidden" => 77,
                 "overloaded" | "unavailable" => 75,
                 _ => 1,
             },
         };
         let message = match &err {
-            CallError::Unreachable { path, source } => format!(
-                "batond is not running at {} ({source}); start it with `batond` (or install the service: scripts/install-service), or pass --socket",
-                path.display()
+            CallError::Unreachable { address, source } if !address.contains("://") => format!(
+                "batond is not running at {address} ({source}); start it with `batond` (or install the service: scripts/install-service), or pass --socket or --url"
+            ),
+            CallError::Unreachable { address, source } => format!(
+                "batond is not reachable at {address} ({source}); check that it listens there (BATON_LISTEN), that --url is right, and that BATON_TLS_CA names the CA of its certificate"
             ),
             _ => err.to_string(),
         };

@@ -10,8 +10,7 @@ use clap::Parser;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use baton::client::{read, Connection};
-use baton::config::Config;
+use baton::client::{read, Connection, Target};
 use baton::protocol::journal::ReadEventsResult;
 use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult, SetResult};
 
@@ -21,6 +20,7 @@ mod failure;
 mod lock;
 mod out;
 mod task;
+mod token;
 
 use cli::{arg_or_stdin, params, parse_json, Cli, Colour, Command};
 use events::follow_events;
@@ -209,6 +209,7 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
         }
         Command::Lock(command) => lock(command, out, conn).await,
         Command::Task(command) => task(command, out, conn).await,
+        Command::Token(command) => token::token(command, out, conn).await,
         Command::Events {
             since,
             follow,
@@ -382,8 +383,12 @@ fn main() -> ExitCode {
         colour: colour(std::io::stdout().is_terminal()),
     };
     let err_colour = colour(std::io::stderr().is_terminal());
-    let socket = match Config::client_socket(cli.socket.as_deref()) {
-        Ok(socket) => socket,
+    let target = match Target::from_flags(
+        cli.url.as_deref(),
+        cli.socket.as_deref(),
+        cli.token.as_deref(),
+    ) {
+        Ok(target) => target,
         Err(err) => {
             eprintln!("baton: {err}");
             return ExitCode::from(2);
@@ -400,7 +405,7 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let mut conn = Connection::connect(&socket).await?;
+        let mut conn = Connection::open(&target).await?;
         run(cli, &out, &mut conn).await
     });
     match result {
@@ -422,8 +427,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use baton::methods::system::{
-        ConnectionFigures, HealthResult, JournalFigures, LockFigures, MetricsResult, RecordFigures,
-        StorageFigures,
+        AuthFigures, ConnectionFigures, HealthResult, JournalFigures, LockFigures, MetricsResult,
+        RecordFigures, StorageFigures,
     };
     use baton::metrics::MethodFigures;
     use serde_json::value::to_raw_value;
@@ -483,6 +488,7 @@ mod tests {
                 db_bytes: 4096,
                 wal_bytes: 0,
             },
+            auth: AuthFigures { failures: 0 },
             locks: LockFigures {
                 live: 11,
                 waiting: 12,

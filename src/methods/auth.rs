@@ -1,0 +1,423 @@
+//! Authentication and access tokens: who a connection acts as ([`ConnectionAuth`]), the
+//! token rules (random secrets stored only as a SHA-256 hash, expiry and revocation judged
+//! at every request), and the methods Authenticate, CreateToken, ListTokens and
+//! RevokeToken. What each grant allows is in `scopes`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::app::App;
+use crate::clock::format_ms;
+use crate::error::{Error, Result};
+use crate::store::boundary::NewEvent;
+use crate::store::boundary::{NewToken, StoredToken};
+
+use super::journal;
+
+use super::scopes::Scopes;
+use super::{read, ready, write, Ctx, Method, Plan};
+
+pub use crate::protocol::auth::*;
+
+/// Failed Authenticate calls after which a connection is closed.
+pub const MAX_FAILURES: u32 = 3;
+
+/// What every token's secret starts with, so that a leaked one is recognisable (secret
+/// scanners, logs).
+pub const TOKEN_PREFIX: &str = "baton_";
+
+/// Longest token name, in bytes.
+const MAX_NAME_BYTES: usize = 128;
+
+/// A token a connection authenticated with.
+#[derive(Debug)]
+pub struct Principal {
+    pub token_id: String,
+    pub name: String,
+    pub scopes: Scopes,
+    pub expires_at_ms: Option<i64>,
+    /// Set when the token is revoked; shared by every connection using it.
+    revoked: Arc<AtomicBool>,
+}
+
+/// Who a connection acts as.
+#[derive(Debug, Clone)]
+enum Access {
+    /// A Unix-socket connection trusted by the socket's file mode.
+    Admin,
+    /// Not (or no longer) authenticated; `failures` failed Authenticate calls so far.
+    Pending {
+        failures: u32,
+    },
+    Token(Arc<Principal>),
+}
+
+/// A connection's authentication state.
+#[derive(Debug)]
+pub struct ConnectionAuth {
+    access: Mutex<Access>,
+    /// Where the connection comes from, for the log (`unix`, or the peer address).
+    peer: Mutex<String>,
+}
+
+impl Default for ConnectionAuth {
+    /// A connection that must authenticate before anything else.
+    fn default() -> ConnectionAuth {
+        ConnectionAuth {
+            access: Mutex::new(Access::Pending { failures: 0 }),
+            peer: Mutex::new("unknown".into()),
+        }
+    }
+}
+
+impl ConnectionAuth {
+    fn access(&self) -> std::sync::MutexGuard<'_, Access> {
+        self.access.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the connection act as `admin` (a Unix-socket connection, by default).
+    pub fn trust_as_admin(&self) {
+        *self.access() = Access::Admin;
+    }
+
+    /// Records where the connection comes from, for the log.
+    pub fn set_peer(&self, peer: String) {
+        *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
+    }
+
+    fn peer(&self) -> String {
+        self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the connection has failed Authenticate too often and must be closed.
+    pub fn must_close(&self) -> bool {
+        matches!(*self.access(), Access::Pending { failures } if failures >= MAX_FAILURES)
+    }
+
+    /// The token this request acts with (`None`: admin by the socket's mode), or 401 when
+    /// the connection has not authenticated or its token expired or was revoked since.
+    pub fn principal(&self, app: &App) -> Result<Option<Arc<Principal>>> {
+        let mut access = self.access();
+        let principal = match &*access {
+            Access::Admin => return Ok(None),
+            Access::Pending { .. } => {
+                return Err(Error::Unauthenticated(
+                    "this connection has not authenticated; call Authenticate {token} first (the token comes from `baton token create`; clients read BATON_TOKEN)".into(),
+                ))
+            }
+            Access::Token(principal) => principal.clone(),
+        };
+        let why = if principal.revoked.load(Ordering::Acquire) {
+            "was revoked"
+        } else if principal
+            .expires_at_ms
+            .is_some_and(|at| app.clock.wall_ms() >= at)
+        {
+            "has expired"
+        } else {
+            return Ok(Some(principal));
+        };
+        *access = Access::Pending { failures: 0 };
+        Err(Error::Unauthenticated(format!(
+            "the token `{}` {why}; authenticate again with a valid token (an admin creates one with `baton token create`)",
+            principal.name
+        )))
+    }
+
+    /// A failed Authenticate: the connection is unauthenticated; returns the failures so far.
+    fn failed(&self) -> u32 {
+        let mut access = self.access();
+        let failures = match &*access {
+            Access::Pending { failures } => failures + 1,
+            _ => 1,
+        };
+        *access = Access::Pending { failures };
+        failures
+    }
+}
+
+/// Daemon-wide authentication state: which tokens were revoked while connections used
+/// them, and the rate limit of the failure log.
+#[derive(Default)]
+pub struct Registry {
+    revoked: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    log: Mutex<FailureLog>,
+}
+
+#[derive(Default)]
+struct FailureLog {
+    last_logged: Option<Duration>,
+    unlogged: u64,
+}
+
+/// At most one failure warning per this long.
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Registry {
+    /// The revocation flag of a token, shared by every connection that uses it.
+    fn flag(&self, token_id: &str) -> Arc<AtomicBool> {
+        let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
+        revoked.entry(token_id.to_string()).or_default().clone()
+    }
+
+    /// Cuts off every connection using the token, at its next request.
+    fn revoke(&self, token_id: &str) {
+        self.flag(token_id).store(true, Ordering::Release);
+    }
+
+    /// Logs a failed authentication, at most once per [`FAILURE_LOG_EVERY`] with a count of
+    /// those not logged. Never the token.
+    fn log_failure(&self, app: &App, peer: &str, failures: u32) {
+        let now = app.clock.monotonic();
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log
+            .last_logged
+            .is_some_and(|at| now.saturating_sub(at) < FAILURE_LOG_EVERY)
+        {
+            log.unlogged += 1;
+            return;
+        }
+        tracing::warn!(
+            peer,
+            failures_on_connection = failures,
+            "authentication failed: unknown, expired or revoked token ({} more failures since the last report; Metrics counts them as auth.failures); if this is not a client you know, check who can reach the listener",
+            log.unlogged
+        );
+        log.last_logged = Some(now);
+        log.unlogged = 0;
+    }
+}
+
+/// The hex SHA-256 of a token's secret: what is stored and looked up. The secret carries
+/// 256 random bits, so a fast hash is enough (no guessing can reach it).
+pub fn hash_secret(secret: &str) -> String {
+    hex(&Sha256::digest(secret.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A new secret: the prefix and 32 random bytes in hex.
+fn new_secret() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        Error::Unavailable(format!(
+            "the system's random source failed ({e}); nothing was created, retry"
+        ))
+    })?;
+    Ok(format!("{TOKEN_PREFIX}{}", hex(&bytes)))
+}
+
+fn is_live(token: &StoredToken, now_ms: i64) -> bool {
+    token.revoked_at_ms.is_none() && token.expires_at_ms.is_none_or(|at| now_ms < at)
+}
+
+fn not_authenticated(cx: &Ctx<'_>) -> Error {
+    let failures = cx.connection.auth.failed();
+    cx.app.metrics.auth_failed();
+    cx.app
+        .auth
+        .log_failure(cx.app, &cx.connection.auth.peer(), failures);
+    let then = if failures >= MAX_FAILURES {
+        format!("; after {MAX_FAILURES} failures batond closes this connection")
+    } else {
+        String::new()
+    };
+    Error::Unauthenticated(format!(
+        "this token is not valid (unknown, expired or revoked){then}; check BATON_TOKEN, or ask an admin for a new one (`baton token create`)"
+    ))
+}
+
+impl Method for AuthenticateParams {
+    const NAME: &'static str = "Authenticate";
+    const SUMMARY: &'static str = "Authenticate this connection with a token; required first on network connections (Health and DescribeInterface work without).";
+    type Output = AuthenticateResult;
+
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let hash = hash_secret(&self.token);
+        drop(self);
+        let app = cx.app;
+        let found = app
+            .store
+            .read_one_statement(|conn| conn.token_by_hash(&hash))?;
+        let now_ms = app.clock.wall_ms();
+        let Some(token) = found.filter(|t| is_live(t, now_ms)) else {
+            return Err(not_authenticated(cx));
+        };
+        let revoked = app.auth.flag(&token.token_id);
+        if revoked.load(Ordering::Acquire) {
+            return Err(not_authenticated(cx));
+        }
+        let result = AuthenticateResult {
+            token_id: token.token_id.clone(),
+            name: token.name.clone(),
+            scopes: token.scopes.clone(),
+            expires_at: token.expires_at_ms.map(format_ms),
+        };
+        let principal = Principal {
+            token_id: token.token_id,
+            name: token.name,
+            scopes: Scopes::parse(&token.scopes)?,
+            expires_at_ms: token.expires_at_ms,
+            revoked,
+        };
+        *cx.connection.auth.access() = Access::Token(Arc::new(principal));
+        // Bookkeeping, not state: no revision, no event; a failure only leaves it stale.
+        let token_id = result.token_id.clone();
+        let _ = app.writer.detached(Box::new(move |ctx| {
+            ctx.tokens().set_token_used(&token_id, ctx.now_ms)?;
+            Ok(None)
+        }));
+        ready::<Self>(Ok(result))
+    }
+}
+
+impl Method for CreateTokenParams {
+    const NAME: &'static str = "CreateToken";
+    const SUMMARY: &'static str = "Create an access token with scopes (admin only); its secret is in this answer only, stored as a hash.";
+    type Output = CreateTokenResult;
+
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        if self.name.is_empty() || self.name.len() > MAX_NAME_BYTES {
+            return Err(Error::invalid_params(
+                "name",
+                format!("name must be 1 to {MAX_NAME_BYTES} bytes; name the agent or host the token is for"),
+            ));
+        }
+        Scopes::parse(&self.scopes)?;
+        let ttl_ms = match self.ttl_secs {
+            Some(0) => {
+                return Err(Error::invalid_params(
+                    "ttl_secs",
+                    "ttl_secs must be at least 1; omit it for a token that does not expire",
+                ))
+            }
+            Some(secs) => Some(i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)),
+            None => None,
+        };
+        let secret = new_secret()?;
+        let token_id = uuid::Uuid::new_v4().to_string();
+        write::<Self>(cx, None, move |ctx| {
+            let expires_at_ms = ttl_ms.map(|ttl| ctx.now_ms.saturating_add(ttl));
+            ctx.tokens().insert_token(&NewToken {
+                token_id: &token_id,
+                name: &self.name,
+                secret_hash: &hash_secret(&secret),
+                scopes: &self.scopes,
+                created_at_ms: ctx.now_ms,
+                expires_at_ms,
+            })?;
+            // The journal learns who has a token, never its secret.
+            let seq = ctx.next_revision();
+            let data = serde_json::json!({
+                "token_id": token_id,
+                "name": self.name,
+                "scopes": self.scopes,
+                "expires_at": expires_at_ms.map(format_ms),
+            });
+            journal::append(
+                ctx,
+                seq,
+                &NewEvent {
+                    kind: "token.created",
+                    data: &data.to_string(),
+                    ..NewEvent::default()
+                },
+            )?;
+            Ok(CreateTokenResult {
+                token_id,
+                token: secret,
+                name: self.name,
+                scopes: self.scopes,
+                expires_at: expires_at_ms.map(format_ms),
+            })
+        })
+    }
+}
+
+impl Method for ListTokensParams {
+    const NAME: &'static str = "ListTokens";
+    const SUMMARY: &'static str =
+        "Live tokens (admin only): id, name, scopes, created, expires, last used; never a secret.";
+    type Output = ListTokensResult;
+
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let now_ms = cx.app.clock.wall_ms();
+        Ok(read::<Self>(false, move |conn| {
+            let tokens = conn
+                .all_tokens()?
+                .into_iter()
+                .filter(|t| is_live(t, now_ms))
+                .map(|t| TokenInfo {
+                    token_id: t.token_id,
+                    name: t.name,
+                    scopes: t.scopes,
+                    created_at: format_ms(t.created_at_ms),
+                    expires_at: t.expires_at_ms.map(format_ms),
+                    last_used_at: t.last_used_at_ms.map(format_ms),
+                })
+                .collect();
+            Ok(ListTokensResult { tokens })
+        }))
+    }
+}
+
+impl Method for RevokeTokenParams {
+    const NAME: &'static str = "RevokeToken";
+    const SUMMARY: &'static str =
+        "Revoke a token (admin only): open connections using it get 401 at their next request.";
+    type Output = RevokeTokenResult;
+
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let app = cx.app.clone();
+        write::<Self>(cx, None, move |ctx| {
+            let Some(token) = ctx.tokens().token_by_id(&self.token_id)? else {
+                return Err(Error::NotFound(format!(
+                    "no token has the id `{}`; list them with ListTokens (`baton token list`)",
+                    self.token_id
+                )));
+            };
+            // Cut off at once; should the commit fail, the token stays unusable until a
+            // restart, which is the safe side.
+            app.auth.revoke(&token.token_id);
+            if token.revoked_at_ms.is_some() {
+                return Ok(RevokeTokenResult { revoked: true });
+            }
+            ctx.tokens()
+                .set_token_revoked(&token.token_id, ctx.now_ms)?;
+            let seq = ctx.next_revision();
+            let data = serde_json::json!({ "token_id": token.token_id, "name": token.name });
+            journal::append(
+                ctx,
+                seq,
+                &NewEvent {
+                    kind: "token.revoked",
+                    data: &data.to_string(),
+                    ..NewEvent::default()
+                },
+            )?;
+            Ok(RevokeTokenResult { revoked: true })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_long_random_and_recognisable() {
+        let a = new_secret().unwrap();
+        let b = new_secret().unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with(TOKEN_PREFIX));
+        assert_eq!(a.len(), TOKEN_PREFIX.len() + 64, "256 bits in hex");
+        assert_eq!(hash_secret(&a).len(), 64);
+        assert_ne!(hash_secret(&a), hash_secret(&b));
+    }
+}

@@ -1,0 +1,454 @@
+//! Scopes: what a token's grants allow. Every method declares what it needs ([`Scoped`],
+//! implemented below for each params type), and dispatch checks it in one place
+//! ([`checked`]) before the method plans anything, so a method that forgot to declare
+//! its needs does not compile.
+//!
+//! | grant | allows |
+//! | --- | --- |
+//! | `admin` | everything |
+//! | `kv:read:PATTERN` | Get, List, History, Export of matching namespaces |
+//! | `kv:write:PATTERN` | the above plus Set, Delete, Txn, ClearNamespace |
+//! | `locks:PATTERN` | lock methods on matching resource keys |
+//! | `tasks:read`, `tasks:write`, `tasks:work` | task reads; + Register/Cancel; + node work |
+//! | `events:read`, `events:publish` | ReadEvents, Subscribe; Publish |
+//! | `agents` | the agent and message methods |
+//!
+//! A PATTERN is exact, or a prefix ending in `*`.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::error::{Error, Result};
+use crate::protocol::Reply;
+use crate::resource_key;
+
+use super::auth::Principal;
+use super::{journal, locks, parse, state, system, tasks, Ctx, Method, Plan};
+
+/// A namespace or resource-key pattern: exact, or a prefix ending in `*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern(String);
+
+impl Pattern {
+    fn parse(raw: &str, grant: &str) -> std::result::Result<Pattern, String> {
+        let body = raw.strip_suffix('*').unwrap_or(raw);
+        if raw.is_empty() {
+            return Err(format!(
+                "grant `{grant}` has an empty pattern; name one, or end a prefix with * (`*` alone matches everything)"
+            ));
+        }
+        if body.contains('*') {
+            return Err(format!(
+                "grant `{grant}` has a * before its end; a pattern is exact or a prefix ending in *"
+            ));
+        }
+        Ok(Pattern(raw.to_string()))
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        match self.0.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == self.0,
+        }
+    }
+
+    fn matches_everything(&self) -> bool {
+        self.0 == "*"
+    }
+}
+
+/// One grant of a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    Admin,
+    KvRead(Pattern),
+    KvWrite(Pattern),
+    Locks(Pattern),
+    TasksRead,
+    TasksWrite,
+    TasksWork,
+    EventsRead,
+    EventsPublish,
+    Agents,
+}
+
+impl Grant {
+    pub fn parse(raw: &str) -> std::result::Result<Grant, String> {
+        Ok(match raw {
+            "admin" => Grant::Admin,
+            "tasks:read" => Grant::TasksRead,
+            "tasks:write" => Grant::TasksWrite,
+            "tasks:work" => Grant::TasksWork,
+            "events:read" => Grant::EventsRead,
+            "events:publish" => Grant::EventsPublish,
+            "agents" => Grant::Agents,
+            _ => {
+                if let Some(p) = raw.strip_prefix("kv:read:") {
+                    Grant::KvRead(Pattern::parse(p, raw)?)
+                } else if let Some(p) = raw.strip_prefix("kv:write:") {
+                    Grant::KvWrite(Pattern::parse(p, raw)?)
+                } else if let Some(p) = raw.strip_prefix("locks:") {
+                    Grant::Locks(Pattern::parse(p, raw)?)
+                } else {
+                    return Err(format!(
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish or agents"
+                    ));
+                }
+            }
+        })
+    }
+}
+
+/// A token's grants.
+#[derive(Debug, Clone)]
+pub struct Scopes(Vec<Grant>);
+
+impl Scopes {
+    /// Parses a token's scope list; a bad grant is 400 naming it.
+    pub fn parse(list: &[String]) -> Result<Scopes> {
+        if list.is_empty() {
+            return Err(Error::Invalid(
+                "scopes is empty, so the token could do nothing; give at least one grant, e.g. kv:read:* (the narrowest that does the job)".into(),
+            ));
+        }
+        list.iter()
+            .map(|raw| Grant::parse(raw).map_err(Error::Invalid))
+            .collect::<Result<Vec<_>>>()
+            .map(Scopes)
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.0.contains(&Grant::Admin)
+    }
+
+    /// Whether these grants allow `need`.
+    pub fn allows(&self, need: &Need) -> bool {
+        self.0.iter().any(|grant| match (grant, need) {
+            (Grant::Admin, _) => true,
+            (Grant::KvRead(p) | Grant::KvWrite(p), Need::KvRead(ns)) => p.matches(ns),
+            (Grant::KvRead(p) | Grant::KvWrite(p), Need::KvReadAll) => p.matches_everything(),
+            (Grant::KvWrite(p), Need::KvWrite(ns)) => p.matches(ns),
+            (Grant::Locks(p), Need::Lock(key)) => p.matches(key),
+            (Grant::Locks(_), Need::AnyLock) => true,
+            (Grant::TasksRead | Grant::TasksWrite | Grant::TasksWork, Need::TasksRead) => true,
+            (Grant::TasksWrite, Need::TasksWrite) => true,
+            (Grant::TasksWork, Need::TasksWork) => true,
+            (Grant::EventsRead, Need::EventsRead) => true,
+            (Grant::EventsPublish, Need::EventsPublish) => true,
+            (Grant::Agents, Need::Agents) => true,
+            _ => false,
+        })
+    }
+
+    /// Whether a resource key is among those the `locks:` grants cover.
+    pub fn allows_lock(&self, key: &str) -> bool {
+        self.allows(&Need::Lock(key.to_string()))
+    }
+}
+
+/// One thing a request needs a grant for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    Admin,
+    KvRead(String),
+    /// Every namespace (Export without a namespace).
+    KvReadAll,
+    KvWrite(String),
+    /// A canonical resource key.
+    Lock(String),
+    /// Some `locks:` grant (ListResourceLocks, which then shows only what they cover).
+    AnyLock,
+    TasksRead,
+    TasksWrite,
+    TasksWork,
+    EventsRead,
+    EventsPublish,
+    Agents,
+}
+
+impl Need {
+    /// The narrowest grant that allows it, as `data.needed` names it.
+    pub fn grant(&self) -> String {
+        match self {
+            Need::Admin => "admin".into(),
+            Need::KvRead(ns) => format!("kv:read:{ns}"),
+            Need::KvReadAll => "kv:read:*".into(),
+            Need::KvWrite(ns) => format!("kv:write:{ns}"),
+            Need::Lock(key) => format!("locks:{key}"),
+            Need::AnyLock => "locks:*".into(),
+            Need::TasksRead => "tasks:read".into(),
+            Need::TasksWrite => "tasks:write".into(),
+            Need::TasksWork => "tasks:work".into(),
+            Need::EventsRead => "events:read".into(),
+            Need::EventsPublish => "events:publish".into(),
+            Need::Agents => "agents".into(),
+        }
+    }
+}
+
+/// What a method needs of the token that calls it. Every method in the registry
+/// implements it (dispatch will not compile otherwise).
+pub trait Scoped {
+    /// Served before authentication (Health, DescribeInterface, Authenticate).
+    const PUBLIC: bool = false;
+    /// Every grant this request needs; all must be held.
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>>;
+    /// Whether the answer lists locks, to be cut down to the caller's `locks:` grants.
+    const LISTS_LOCKS: bool = false;
+}
+
+/// Parses and plans a request of `M` for this connection: 401 before authentication
+/// (unless `M` is public), 403 when the token lacks a grant `M` needs.
+pub(super) fn checked<M: Method + Scoped>(cx: &Ctx<'_>) -> Result<Plan> {
+    let principal = if M::PUBLIC {
+        None
+    } else {
+        cx.connection.auth.principal(cx.app)?
+    };
+    let params = parse::<M>(cx.raw_params)?;
+    let Some(principal) = principal.filter(|p| !p.scopes.is_admin()) else {
+        return params.plan(cx);
+    };
+    for need in params.needs(cx)? {
+        if !principal.scopes.allows(&need) {
+            return Err(forbidden(M::NAME, &principal, &need));
+        }
+    }
+    let plan = params.plan(cx)?;
+    Ok(if M::LISTS_LOCKS {
+        filter_plan(plan, principal)
+    } else {
+        plan
+    })
+}
+
+fn forbidden(method: &str, principal: &Principal, need: &Need) -> Error {
+    let needed = need.grant();
+    Error::Forbidden {
+        message: format!(
+            "{method} needs the grant `{needed}`, which the token `{}` does not have; ask an admin for a token that has it (baton token create --scope '{needed}')",
+            principal.name
+        ),
+        needed,
+    }
+}
+
+/// Cuts a ListResourceLocks answer down to the keys the token's `locks:` grants cover.
+fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
+    let keep = move |reply: Reply| filter_locks(&reply, &principal);
+    match plan {
+        Plan::Ready(answer) => Plan::Ready(answer.and_then(keep)),
+        Plan::ReadyThen { answer, written } => Plan::ReadyThen {
+            answer: answer.and_then(keep),
+            written,
+        },
+        Plan::Read {
+            apply,
+            heavy,
+            single_statement,
+        } => Plan::Read {
+            apply: Box::new(move |conn| apply(conn).and_then(keep)),
+            heavy,
+            single_statement,
+        },
+        Plan::Write { idempotency, apply } => Plan::Write {
+            idempotency,
+            apply: Box::new(move |ctx| apply(ctx)?.map(keep).transpose()),
+        },
+    }
+}
+
+fn filter_locks(reply: &RawValue, principal: &Principal) -> Result<Reply> {
+    #[derive(Deserialize)]
+    struct Locks<'a> {
+        #[serde(borrow)]
+        locks: Vec<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Key<'a> {
+        #[serde(borrow)]
+        resource_key: std::borrow::Cow<'a, str>,
+    }
+    let all: Locks<'_> = serde_json::from_str(reply.get())?;
+    let mut kept = Vec::with_capacity(all.locks.len());
+    for lock in all.locks {
+        let Key { resource_key } = serde_json::from_str(lock.get())?;
+        if principal.scopes.allows_lock(&resource_key) {
+            kept.push(lock);
+        }
+    }
+    crate::protocol::reply(&serde_json::json!({ "locks": kept }))
+}
+
+fn lock(cx: &Ctx<'_>, raw: &str) -> Result<Vec<Need>> {
+    let key = resource_key::canonicalize(raw, &cx.app.config.workspace)?;
+    Ok(vec![Need::Lock(key.key)])
+}
+
+/// Implements [`Scoped`] for methods whose needs do not depend on their params.
+macro_rules! fixed {
+    ($($method:ty => [$($need:expr),*] $(public = $public:expr)?;)*) => {$(
+        impl Scoped for $method {
+            $(const PUBLIC: bool = $public;)?
+            fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+                Ok(vec![$($need),*])
+            }
+        }
+    )*};
+}
+
+fixed! {
+    system::DescribeInterfaceParams => [] public = true;
+    system::HealthParams => [] public = true;
+    super::auth::AuthenticateParams => [] public = true;
+    system::MetricsParams => [Need::Admin];
+    system::AdvanceClockParams => [Need::Admin];
+    super::auth::CreateTokenParams => [Need::Admin];
+    super::auth::ListTokensParams => [Need::Admin];
+    super::auth::RevokeTokenParams => [Need::Admin];
+    journal::CompactJournalParams => [Need::Admin];
+    journal::ReadEventsParams => [Need::EventsRead];
+    journal::SubscribeParams => [Need::EventsRead];
+    journal::UnsubscribeParams => [Need::EventsRead];
+    journal::PublishParams => [Need::EventsPublish];
+    tasks::RegisterTaskParams => [Need::TasksWrite];
+    tasks::CancelTaskParams => [Need::TasksWrite];
+    tasks::TaskStatusParams => [Need::TasksRead];
+    tasks::ListTasksParams => [Need::TasksRead];
+    tasks::AcquireNextNodeParams => [Need::TasksWork];
+    tasks::HeartbeatNodeParams => [Need::TasksWork];
+    tasks::CompleteNodeParams => [Need::TasksWork];
+    tasks::FailNodeParams => [Need::TasksWork];
+    tasks::CommitEventParams => [Need::TasksWork];
+}
+
+impl Scoped for state::GetParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvRead(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::ListParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvRead(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::HistoryParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvRead(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::ExportParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![match &self.namespace {
+            Some(ns) => Need::KvRead(ns.clone()),
+            None => Need::KvReadAll,
+        }])
+    }
+}
+
+impl Scoped for state::SetParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvWrite(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::DeleteParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvWrite(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::ClearNamespaceParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::KvWrite(self.namespace.clone())])
+    }
+}
+
+impl Scoped for state::TxnParams {
+    /// Every op's namespace for writing, every compare's for reading.
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        let compares = self
+            .compare
+            .iter()
+            .map(|c| Need::KvRead(c.namespace.clone()));
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| Need::KvWrite(op.namespace.clone()));
+        Ok(ops.chain(compares).collect())
+    }
+}
+
+impl Scoped for locks::AcquireResourceLockParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::HeartbeatResourceLockParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::ReleaseResourceLockParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::ResourceLockStatusParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::WaitResourceLockParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::ListResourceLocksParams {
+    const LISTS_LOCKS: bool = true;
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::AnyLock])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes(list: &[&str]) -> Scopes {
+        Scopes::parse(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn patterns_are_exact_or_a_prefix() {
+        let s = scopes(&["kv:read:app*", "kv:write:cfg", "locks:file:src/*"]);
+        assert!(s.allows(&Need::KvRead("app".into())));
+        assert!(s.allows(&Need::KvRead("apples".into())));
+        assert!(!s.allows(&Need::KvRead("ap".into())));
+        assert!(!s.allows(&Need::KvWrite("app".into())));
+        assert!(s.allows(&Need::KvRead("cfg".into())), "write implies read");
+        assert!(!s.allows(&Need::KvWrite("cfg2".into())));
+        assert!(!s.allows(&Need::KvReadAll));
+        assert!(s.allows(&Need::Lock("file:src/a.rs".into())));
+        assert!(!s.allows(&Need::Lock("dir:src".into())));
+        assert!(s.allows(&Need::AnyLock));
+        assert!(scopes(&["kv:read:*"]).allows(&Need::KvReadAll));
+    }
+
+    #[test]
+    fn bad_grants_are_refused_with_what_to_write() {
+        for bad in ["kv:read:", "kv:read:a*b", "kv:*", "root", "locks:"] {
+            let err = Scopes::parse(&[bad.to_string()]).unwrap_err();
+            assert_eq!(err.code(), 400, "{bad}: {err}");
+        }
+        assert_eq!(Scopes::parse(&[]).unwrap_err().code(), 400);
+    }
+}

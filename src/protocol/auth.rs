@@ -1,0 +1,81 @@
+//! Authentication and access tokens: the params and results of Authenticate, CreateToken,
+//! ListTokens and RevokeToken.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuthenticateParams {
+    /// The secret CreateToken returned (`baton_...`).
+    pub token: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct AuthenticateResult {
+    pub token_id: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+    /// When the token stops working; absent for a token without expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTokenParams {
+    /// Who or what the token is for (an agent, a host): 1 to 128 bytes.
+    pub name: String,
+    /// Grants: `admin`, `kv:read:PATTERN`, `kv:write:PATTERN`, `locks:PATTERN`,
+    /// `tasks:read`, `tasks:write`, `tasks:work`, `events:read`, `events:publish`,
+    /// `agents`. A PATTERN is exact, or a prefix ending in `*`.
+    pub scopes: Vec<String>,
+    /// Lifetime in seconds; the token never expires when absent.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(range(min = 1))]
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CreateTokenResult {
+    pub token_id: String,
+    /// The secret: shown this once, stored only as a hash. Keep it like a password.
+    pub token: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTokensParams {}
+
+/// A token as ListTokens shows it: never its secret.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct TokenInfo {
+    pub token_id: String,
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    /// The last successful Authenticate with it.
+    pub last_used_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ListTokensResult {
+    /// Live tokens (not revoked, not expired), oldest first.
+    pub tokens: Vec<TokenInfo>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeTokenParams {
+    pub token_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RevokeTokenResult {
+    pub revoked: bool,
+}

@@ -1,0 +1,106 @@
+//! SQL for access tokens: SQLite's [`Tokens`]. Only the hash of a secret is stored.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use crate::error::{Error, Result};
+
+use super::boundary::{NewToken, StoredToken, Tokens};
+
+macro_rules! token_columns {
+    () => {
+        "token_id, name, scopes, created_at, expires_at, revoked_at, last_used_at"
+    };
+}
+
+fn token_from_row(row: &Row<'_>) -> rusqlite::Result<(StoredToken, String)> {
+    Ok((
+        StoredToken {
+            token_id: row.get(0)?,
+            name: row.get(1)?,
+            scopes: Vec::new(),
+            created_at_ms: row.get(3)?,
+            expires_at_ms: row.get(4)?,
+            revoked_at_ms: row.get(5)?,
+            last_used_at_ms: row.get(6)?,
+        },
+        row.get(2)?,
+    ))
+}
+
+/// Reads the stored scopes (a JSON array of strings) into the token.
+fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<StoredToken> {
+    token.scopes = serde_json::from_str(&scopes).map_err(|e| {
+        Error::Unavailable(format!(
+            "the token {} has unreadable scopes in the database ({e}); revoke it and create a new one",
+            token.token_id
+        ))
+    })?;
+    Ok(token)
+}
+
+impl Tokens for Connection {
+    fn insert_token(&self, token: &NewToken<'_>) -> Result<()> {
+        self.prepare_cached(concat!(
+            "INSERT INTO tokens (secret_hash, ",
+            token_columns!(),
+            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL)"
+        ))?
+        .execute(params![
+            token.secret_hash,
+            token.token_id,
+            token.name,
+            serde_json::to_string(token.scopes)?,
+            token.created_at_ms,
+            token.expires_at_ms,
+        ])?;
+        Ok(())
+    }
+
+    fn token_by_hash(&self, secret_hash: &str) -> Result<Option<StoredToken>> {
+        self.prepare_cached(concat!(
+            "SELECT ",
+            token_columns!(),
+            " FROM tokens WHERE secret_hash = ?1"
+        ))?
+        .query_row([secret_hash], token_from_row)
+        .optional()?
+        .map(with_scopes)
+        .transpose()
+    }
+
+    fn token_by_id(&self, token_id: &str) -> Result<Option<StoredToken>> {
+        self.prepare_cached(concat!(
+            "SELECT ",
+            token_columns!(),
+            " FROM tokens WHERE token_id = ?1"
+        ))?
+        .query_row([token_id], token_from_row)
+        .optional()?
+        .map(with_scopes)
+        .transpose()
+    }
+
+    fn all_tokens(&self) -> Result<Vec<StoredToken>> {
+        let mut stmt = self.prepare_cached(concat!(
+            "SELECT ",
+            token_columns!(),
+            " FROM tokens ORDER BY created_at, token_id"
+        ))?;
+        let rows = stmt.query_map([], token_from_row)?;
+        rows.map(|row| with_scopes(row?)).collect()
+    }
+
+    fn set_token_revoked(&self, token_id: &str, at_ms: i64) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE tokens SET revoked_at = ?2 WHERE token_id = ?1 AND revoked_at IS NULL",
+        )?
+        .execute(params![token_id, at_ms])?;
+        Ok(())
+    }
+
+    fn set_token_used(&self, token_id: &str, at_ms: i64) -> Result<()> {
+        self.prepare_cached("UPDATE tokens SET last_used_at = ?2 WHERE token_id = ?1")?
+            .execute(params![token_id, at_ms])?;
+        Ok(())
+    }
+}
