@@ -24,12 +24,23 @@ impl Idempotency {
     /// Digests `params` canonically (object keys sorted, `idempotency_key` left out), so
     /// the same request spelled with other whitespace or key order is recognised. Numbers
     /// are digested as sent: params that differ in a float's last digit are different
-    /// requests.
-    pub fn new(key: String, method: &'static str, params: &RawValue) -> Result<Idempotency> {
+    /// requests. The token the request acts with is part of it: a repeat through another
+    /// token is a different request (409), never a replay of an answer that may carry the
+    /// first token's lease id.
+    pub fn new(
+        key: String,
+        method: &'static str,
+        params: &RawValue,
+        token_id: Option<&str>,
+    ) -> Result<Idempotency> {
         let canonical = crate::json::canonical_without(params.get(), Some("idempotency_key"));
         let mut hasher = Sha256::new();
         hasher.update(method.as_bytes());
         hasher.update(b"\n");
+        if let Some(token_id) = token_id {
+            hasher.update(token_id.as_bytes());
+            hasher.update(b"\n");
+        }
         hasher.update(canonical.as_bytes());
         Ok(Idempotency {
             key,

@@ -171,7 +171,34 @@ pub struct Ctx<'a> {
     pub connection: &'a ConnectionInfo,
 }
 
+/// A lease id as a request presents it, with the token the request acts with: a lease is
+/// bound to the token that obtained it, and another token presenting its id gets 410 as
+/// if it did not exist.
+#[derive(Debug, Clone)]
+pub struct Presented {
+    pub lease_id: String,
+    /// None: a Unix-socket connection acting as admin without a token.
+    pub token_id: Option<String>,
+}
+
 impl Ctx<'_> {
+    /// The id of the token this request acts with (None: admin by the socket's mode).
+    /// Dispatch has already checked the connection may act, so a refusal here is None.
+    pub fn token_id(&self) -> Option<String> {
+        match self.connection.auth.principal(self.app) {
+            Ok(Some(principal)) => Some(principal.token_id.clone()),
+            _ => None,
+        }
+    }
+
+    /// `lease_id` as presented by this request.
+    pub fn presented(&self, lease_id: String) -> Presented {
+        Presented {
+            lease_id,
+            token_id: self.token_id(),
+        }
+    }
+
     pub fn limits(&self) -> Limits {
         Limits {
             max_value_bytes: self.app.config.max_value_bytes,
@@ -256,7 +283,12 @@ fn idempotency<M: Method>(cx: &Ctx<'_>, key: Option<String>) -> Result<Option<Id
             "idempotency_key",
             "idempotency_key must be 1 to 256 bytes; use a UUID",
         )),
-        Some(key) => Ok(Some(Idempotency::new(key, M::NAME, cx.raw_params)?)),
+        Some(key) => Ok(Some(Idempotency::new(
+            key,
+            M::NAME,
+            cx.raw_params,
+            cx.token_id().as_deref(),
+        )?)),
         None => Ok(None),
     }
 }

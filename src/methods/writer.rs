@@ -663,6 +663,7 @@ mod tests {
             metadata: None,
             release_on_disconnect: false,
             connection,
+            token_id: None,
         }
     }
 
@@ -711,7 +712,10 @@ mod tests {
                 Box::new(move |ctx| {
                     let key = canonicalize("tool:x", Path::new("/")).unwrap();
                     let release = ReleaseRequest {
-                        lease_id,
+                        lease: crate::methods::Presented {
+                            lease_id,
+                            token_id: None,
+                        },
                         outcome: serde_json::from_str("\"released\"").unwrap(),
                         moved_to: None,
                         note: None,

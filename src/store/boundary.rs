@@ -133,6 +133,8 @@ pub struct LeaseRow {
     pub metadata: Option<String>,
     /// The connection whose `release_on_disconnect` lease this is.
     pub holder_connection: Option<u64>,
+    /// The token the lease was obtained with (None: a Unix-socket admin connection).
+    pub token_id: Option<String>,
 }
 
 /// A new lease to store.
@@ -150,6 +152,7 @@ pub struct NewLease<'a> {
     pub expires_at: i64,
     pub metadata: Option<&'a str>,
     pub holder_connection: Option<u64>,
+    pub token_id: Option<&'a str>,
 }
 
 /// How a lease ended, kept per key for the next holder (`previous`).
@@ -211,9 +214,21 @@ pub struct NewTask<'a> {
 pub struct NodeRow {
     pub state: NodeState,
     pub lease_id: Option<String>,
+    /// The token the live lease was obtained with.
+    pub lease_token_id: Option<String>,
     pub lease_owner: Option<String>,
     pub attempts: u32,
     pub max_attempts: u32,
+}
+
+/// A node lease to grant.
+pub struct NodeLeaseGrant<'a> {
+    pub lease_id: &'a str,
+    pub owner: &'a str,
+    /// The token the worker acts with (None: a Unix-socket admin connection).
+    pub token_id: Option<&'a str>,
+    pub expires_at: i64,
+    pub at_ms: i64,
 }
 
 /// A node just handed out: what its worker is told.
@@ -265,10 +280,7 @@ pub trait Nodes {
         &self,
         task_id: &str,
         node_id: &str,
-        lease_id: &str,
-        owner: &str,
-        expires_at: i64,
-        at_ms: i64,
+        lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode>;
     /// A COMPLETED node's result (JSON text).
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;

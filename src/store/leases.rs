@@ -10,7 +10,7 @@ use crate::protocol::locks::Previous;
 
 use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection";
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id";
 
 fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     Ok(LeaseRow {
@@ -23,6 +23,7 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         expires_at: r.get(6)?,
         metadata: r.get(7)?,
         holder_connection: r.get(8)?,
+        token_id: r.get(9)?,
     })
 }
 
@@ -70,8 +71,8 @@ impl Leases for Connection {
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
         self.prepare_cached(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
-                                acquired_at, expires_at, metadata, holder_connection)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                                acquired_at, expires_at, metadata, holder_connection, token_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )?
         .execute(params![
             l.resource_key,
@@ -84,7 +85,8 @@ impl Leases for Connection {
             l.acquired_at,
             l.expires_at,
             l.metadata,
-            l.holder_connection
+            l.holder_connection,
+            l.token_id
         ])?;
         Ok(())
     }

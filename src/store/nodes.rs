@@ -16,7 +16,9 @@ use crate::protocol::tasks::{
     ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
 };
 
-use super::boundary::{NewTask, NodeChange, NodeLease, NodeRow, Nodes, StartedNode};
+use super::boundary::{
+    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
+};
 
 fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
@@ -153,8 +155,8 @@ impl Nodes for Connection {
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
         Ok(self
             .prepare_cached(
-                "SELECT state, lease_id, lease_owner, attempts, max_attempts FROM nodes
-                 WHERE task_id = ?1 AND node_id = ?2",
+                "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id
+                 FROM nodes WHERE task_id = ?1 AND node_id = ?2",
             )?
             .query_row(params![task_id, node_id], |r| {
                 Ok(NodeRow {
@@ -163,6 +165,7 @@ impl Nodes for Connection {
                     lease_owner: r.get(2)?,
                     attempts: r.get(3)?,
                     max_attempts: r.get(4)?,
+                    lease_token_id: r.get(5)?,
                 })
             })
             .optional()?)
@@ -172,10 +175,7 @@ impl Nodes for Connection {
         &self,
         task_id: &str,
         node_id: &str,
-        lease_id: &str,
-        owner: &str,
-        expires_at: i64,
-        at_ms: i64,
+        lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
         let (name, payload, dependencies, attempts, max_attempts): (
             Option<String>,
@@ -186,12 +186,21 @@ impl Nodes for Connection {
         ) = self
             .prepare_cached(
                 "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
-                        lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6
+                        lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
+                        lease_token_id = ?7
                  WHERE task_id = ?1 AND node_id = ?2
                  RETURNING name, payload, dependencies, attempts, max_attempts",
             )?
             .query_row(
-                params![task_id, node_id, lease_id, owner, expires_at, at_ms],
+                params![
+                    task_id,
+                    node_id,
+                    lease.lease_id,
+                    lease.owner,
+                    lease.expires_at,
+                    lease.at_ms,
+                    lease.token_id
+                ],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )?;
         Ok(StartedNode {
@@ -220,7 +229,7 @@ impl Nodes for Connection {
     fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
         self.prepare_cached(
             "UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
-                    runnable_since = COALESCE(?6, runnable_since), lease_id = NULL,
+                    runnable_since = COALESCE(?6, runnable_since), lease_id = NULL, lease_token_id = NULL,
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
              WHERE task_id = ?1 AND node_id = ?2",
         )?
@@ -265,7 +274,7 @@ impl Nodes for Connection {
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
         Ok(self
             .prepare_cached(
-                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_owner = NULL,
+                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL, lease_owner = NULL,
                         lease_expires_at = NULL, updated_at = ?2
                  WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
             )?

@@ -75,6 +75,7 @@ impl Method for AcquireResourceLockParams {
             metadata,
             release_on_disconnect: self.release_on_disconnect,
             connection: cx.connection.id,
+            token_id: cx.token_id(),
         };
         write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::acquire(ctx, request, wait_ms)
@@ -89,8 +90,9 @@ impl Method for HeartbeatResourceLockParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
+        let presented = cx.presented(self.lease_id);
         write::<Self>(cx, None, move |ctx| {
-            rules::heartbeat(ctx, &key, &self.lease_id, ttl_ms)
+            rules::heartbeat(ctx, &key, &presented, ttl_ms)
         })
     }
 }
@@ -113,7 +115,7 @@ impl Method for ReleaseResourceLockParams {
             ));
         }
         let release = rules::ReleaseRequest {
-            lease_id: self.lease_id,
+            lease: cx.presented(self.lease_id),
             outcome,
             moved_to: self.moved_to,
             note: self.note,

@@ -27,6 +27,7 @@ use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewEvent, NewLease};
 use super::super::journal::append;
 use super::super::schedule::Due;
 use super::super::writer::{Reply, Served, WriteCtx};
+use super::super::Presented;
 use super::memory::{Queue, Wait, Waiter, Watcher};
 
 fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
@@ -99,10 +100,12 @@ pub struct AcquireRequest {
     pub metadata: Option<String>,
     pub release_on_disconnect: bool,
     pub connection: u64,
+    /// The token the request acts with: the lease is bound to it.
+    pub token_id: Option<String>,
 }
 
 pub struct ReleaseRequest {
-    pub lease_id: String,
+    pub lease: Presented,
     pub outcome: Outcome,
     pub moved_to: Option<String>,
     pub note: Option<String>,
@@ -259,6 +262,7 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         expires_at,
         metadata: request.metadata.as_deref(),
         holder_connection,
+        token_id: request.token_id.as_deref(),
     })?;
     // The lease id is the holder's secret: the event carries the owner and fencing token only.
     let data =
@@ -294,6 +298,7 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         expires_at,
         metadata: request.metadata.clone(),
         holder_connection,
+        token_id: request.token_id.clone(),
     };
     let previous = ctx.leases().previous(&request.key.key)?;
     Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
@@ -413,9 +418,13 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     Ok(())
 }
 
-fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Result<LeaseRow> {
+/// The lease on `key`, if `presented` is it: its id, presented with the token that
+/// obtained it (another token's request gets 410 as if the id did not exist).
+fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -> Result<LeaseRow> {
     match ctx.leases().lease(&key.key)? {
-        Some(row) if row.lease_id == lease_id => Ok(row),
+        Some(row) if row.lease_id == presented.lease_id && row.token_id == presented.token_id => {
+            Ok(row)
+        }
         Some(_) => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         None => {
             let why = match ctx.leases().previous(&key.key)? {
@@ -431,10 +440,10 @@ fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, lease_id: &str) -> Resul
 pub fn heartbeat(
     ctx: &mut WriteCtx<'_>,
     key: &ResourceKey,
-    lease_id: &str,
+    presented: &Presented,
     ttl_ms: u64,
 ) -> Result<HeartbeatResult> {
-    let row = own_lease(ctx, key, lease_id)?;
+    let row = own_lease(ctx, key, presented)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
     ctx.leases().extend_lease(&key.key, expires_at)?;
     let (connection, acquired_on) = ctx
@@ -463,7 +472,7 @@ pub fn release(
     key: &ResourceKey,
     request: ReleaseRequest,
 ) -> Result<ReleaseResult> {
-    let row = own_lease(ctx, key, &request.lease_id)?;
+    let row = own_lease(ctx, key, &request.lease)?;
     end_lease(
         ctx,
         &row,

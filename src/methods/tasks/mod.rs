@@ -221,6 +221,7 @@ impl Method for AcquireNextNodeParams {
             ttl_ms,
             connection: cx.connection.id,
             event_limit: cx.app.config.context_event_limit,
+            token_id: cx.token_id(),
         };
         write_or_wait::<Self>(cx, None, move |ctx| {
             rules::acquire_next(ctx, request, wait_ms)
@@ -234,8 +235,9 @@ impl Method for HeartbeatNodeParams {
     type Output = HeartbeatNodeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
+        let presented = cx.presented(self.lease_id);
         write::<Self>(cx, None, move |ctx| {
-            rules::heartbeat(ctx, &self.task_id, &self.node_id, &self.lease_id, ttl_ms)
+            rules::heartbeat(ctx, &self.task_id, &self.node_id, &presented, ttl_ms)
         })
     }
 }
@@ -246,12 +248,13 @@ impl Method for CompleteNodeParams {
     type Output = EventSeqResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
+        let presented = cx.presented(std::mem::take(&mut self.lease_id));
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::complete(
                 ctx,
                 &self.task_id,
                 &self.node_id,
-                &self.lease_id,
+                &presented,
                 result.as_deref(),
             )
         })
@@ -273,8 +276,9 @@ impl Method for FailNodeParams {
         } = self;
         let error = json_text(cx, "error", error)?;
         let retry = retry.unwrap_or(true);
+        let presented = cx.presented(lease_id);
         write::<Self>(cx, idempotency_key, move |ctx| {
-            rules::fail(ctx, &task_id, &node_id, &lease_id, &error, retry)
+            rules::fail(ctx, &task_id, &node_id, &presented, &error, retry)
         })
     }
 }
@@ -303,12 +307,13 @@ impl Method for CommitEventParams {
             )));
         }
         let payload = json_text(cx, "payload", payload)?;
+        let presented = lease_id.map(|id| cx.presented(id));
         write::<Self>(cx, idempotency_key, move |ctx| {
             rules::commit_event(
                 ctx,
                 &task_id,
                 &node_id,
-                lease_id.as_deref(),
+                presented.as_ref(),
                 &action_type,
                 &payload,
             )

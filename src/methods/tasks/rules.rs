@@ -18,11 +18,14 @@ use crate::protocol::tasks::{
     AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
     NodeContext, NodeState, RegisterTaskResult, TaskStatus,
 };
-use crate::store::boundary::{NewEvent, NewNode, NewTask, NodeChange, NodeRow, Nodes};
+use crate::store::boundary::{
+    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRow, Nodes,
+};
 
 use super::super::journal::{append, appended};
 use super::super::schedule::Due;
 use super::super::writer::{Served, WriteCtx};
+use super::super::Presented;
 use super::memory::Waiter;
 
 /// An AcquireNextNode request, as the writer needs it.
@@ -32,6 +35,8 @@ pub struct NodeRequest {
     pub ttl_ms: u64,
     pub connection: u64,
     pub event_limit: u64,
+    /// The token the worker acts with: the node lease is bound to it.
+    pub token_id: Option<String>,
 }
 
 pub fn no_task(task_id: &str) -> Error {
@@ -124,10 +129,13 @@ fn grant(
     let node = ctx.nodes().start_node(
         task_id,
         node_id,
-        &lease_id,
-        &request.owner,
-        expires_at,
-        ctx.now_ms,
+        &NodeLeaseGrant {
+            lease_id: &lease_id,
+            owner: &request.owner,
+            token_id: request.token_id.as_deref(),
+            expires_at,
+            at_ms: ctx.now_ms,
+        },
     )?;
     // The lease id is the worker's secret: the event says who holds the node, never the id.
     let data =
@@ -253,12 +261,21 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The node, if `lease_id` is its live lease; else 404 (no such node) or 410.
-fn own_node(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, lease_id: &str) -> Result<NodeRow> {
+/// The node, if `presented` is its live lease (its id, with the token that obtained it);
+/// else 404 (no such node) or 410.
+fn own_node(
+    ctx: &WriteCtx<'_>,
+    task_id: &str,
+    node_id: &str,
+    presented: &Presented,
+) -> Result<NodeRow> {
     let Some(node) = ctx.nodes().node(task_id, node_id)? else {
         return Err(missing(ctx.nodes(), task_id, node_id)?);
     };
-    if node.state == NodeState::Running && node.lease_id.as_deref() == Some(lease_id) {
+    if node.state == NodeState::Running
+        && node.lease_id.as_deref() == Some(presented.lease_id.as_str())
+        && node.lease_token_id == presented.token_id
+    {
         return Ok(node);
     }
     let mut data = serde_json::Map::new();
@@ -286,16 +303,16 @@ pub fn heartbeat(
     ctx: &mut WriteCtx<'_>,
     task_id: &str,
     node_id: &str,
-    lease_id: &str,
+    presented: &Presented,
     ttl_ms: u64,
 ) -> Result<HeartbeatNodeResult> {
-    own_node(ctx, task_id, node_id, lease_id)?;
+    own_node(ctx, task_id, node_id, presented)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
     ctx.nodes()
         .extend_node_lease(task_id, node_id, expires_at)?;
     ctx.tasks.track(
         (task_id.to_string(), node_id.to_string()),
-        lease_id.to_string(),
+        presented.lease_id.clone(),
         ctx.mono_now + Duration::from_millis(ttl_ms),
     );
     Ok(HeartbeatNodeResult {
@@ -319,10 +336,10 @@ pub fn complete(
     ctx: &mut WriteCtx<'_>,
     task_id: &str,
     node_id: &str,
-    lease_id: &str,
+    presented: &Presented,
     result: Option<&str>,
 ) -> Result<EventSeqResult> {
-    let node = own_node(ctx, task_id, node_id, lease_id)?;
+    let node = own_node(ctx, task_id, node_id, presented)?;
     let result = result.unwrap_or("null");
     ctx.nodes().change_node(
         task_id,
@@ -363,11 +380,11 @@ pub fn fail(
     ctx: &mut WriteCtx<'_>,
     task_id: &str,
     node_id: &str,
-    lease_id: &str,
+    presented: &Presented,
     error: &str,
     retry: bool,
 ) -> Result<FailNodeResult> {
-    let node = own_node(ctx, task_id, node_id, lease_id)?;
+    let node = own_node(ctx, task_id, node_id, presented)?;
     let again = retry && node.attempts < node.max_attempts;
     let state = if again {
         NodeState::Pending
@@ -417,7 +434,7 @@ pub fn commit_event(
     ctx: &mut WriteCtx<'_>,
     task_id: &str,
     node_id: &str,
-    lease_id: Option<&str>,
+    presented: Option<&Presented>,
     action_type: &str,
     payload: &str,
 ) -> Result<EventSeqResult> {
@@ -426,8 +443,8 @@ pub fn commit_event(
     };
     // A lease id that is given must be the node's live one, whatever the node's state: a
     // stale, rolled-back, completed or made-up lease appends nothing (410).
-    let actor = match lease_id {
-        Some(lease_id) => own_node(ctx, task_id, node_id, lease_id)?.lease_owner,
+    let actor = match presented {
+        Some(presented) => own_node(ctx, task_id, node_id, presented)?.lease_owner,
         None if node.state == NodeState::Running => {
             return Err(Error::invalid_params(
                 "lease_id",
