@@ -21,7 +21,7 @@ use tasks::Worker;
 type Lines = tokio::io::Lines<TokioBufReader<OwnedReadHalf>>;
 
 /// TLS on loopback against the Unix socket, on one daemon.
-#[path = "baton/tls.rs"]
+#[path = "parts/tls.rs"]
 mod tls;
 
 struct Row {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::{percentile, start_daemon_with, Row};
+use super::{field, percentile, start_daemon_with, Row};
 
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
@@ -177,8 +177,7 @@ async fn cas(via: &Via, tag: &str, conns: usize, per_conn: usize) -> (f64, u64) 
                     w.write_all(line.as_bytes()).await.unwrap();
                     w.flush().await.unwrap();
                     let answer = lines.next_line().await.unwrap().expect("an answer");
-                    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
-                    match answer["result"]["version"].as_u64() {
+                    match field(&answer, "\"version\":").and_then(|v| v.parse::<u64>().ok()) {
                         Some(v) => version = v,
                         None => errors += 1,
                     }
@@ -193,6 +192,23 @@ async fn cas(via: &Via, tag: &str, conns: usize, per_conn: usize) -> (f64, u64) 
     }
     let rate = (conns * per_conn) as f64 / start.elapsed().as_secs_f64();
     (rate, errors)
+}
+
+/// CPU seconds (user and system) process `pid` has used so far.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf only reads a constant.
+    let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / per_sec
 }
 
 /// A CA, a server certificate for localhost signed by it, and the client configuration
@@ -288,10 +304,30 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, n_seq: usize, cas_pe
         target: "<= 1.5x".into(),
         pass: Some(tls_get <= 1.5 * unix_get),
     });
+    // batond's own CPU per Set on each transport: client and daemon share this machine's
+    // cores, so the rates also carry the client's TCP and TLS costs; this does not.
+    let pid = daemon.id();
+    let per_set = |before: f64| (cpu_secs(pid) - before) * 1e6 / (64 * cas_per_conn) as f64;
+    let before = cpu_secs(pid);
     let (unix_cas, e1) = cas(&unix, "unix", 64, cas_per_conn).await;
+    let unix_cpu = per_set(before);
+    let before = cpu_secs(pid);
     let (tcp_cas, e2) = cas(&tcp, "tcp", 64, cas_per_conn).await;
+    let tcp_cpu = per_set(before);
+    let before = cpu_secs(pid);
     let (tls_cas, e3) = cas(&tls, "tls", 64, cas_per_conn).await;
+    let tls_cpu = per_set(before);
     *errors += e1 + e2 + e3;
+    rows.push(Row {
+        name: "batond CPU per CAS Set: Unix, TCP, TLS",
+        figure: format!(
+            "{unix_cpu:.1} us, {tcp_cpu:.1} us ({:.2}x), {tls_cpu:.1} us ({:.2}x)",
+            tcp_cpu / unix_cpu,
+            tls_cpu / unix_cpu
+        ),
+        target: "-".into(),
+        pass: None,
+    });
     rows.push(Row {
         name: "durable CAS, 64 conns, TCP vs Unix",
         figure: format!(
