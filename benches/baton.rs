@@ -360,6 +360,37 @@ async fn lock_cycles(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
     )
 }
 
+/// Median wall time in milliseconds of `baton guard check` over `n` paths, one of them
+/// held by someone else (as a pre-commit hook runs it).
+fn guard_check(socket: &Path, n: usize) -> f64 {
+    let paths: Vec<String> = (0..n)
+        .map(|i| format!("guarded/dir{}/f{i}.rs", i % 7))
+        .collect();
+    let held = format!(
+        "{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"file:{}\",\"owner\":\"other\",\"ttl_secs\":600}}}}\n",
+        paths[n / 2]
+    );
+    let mut probe = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    std::io::Write::write_all(&mut probe, held.as_bytes()).unwrap();
+    let mut answer = String::new();
+    BufReader::new(&probe).read_line(&mut answer).unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..11 {
+        let start = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["guard", "check", "--owner", "me"])
+            .args(&paths)
+            .env("BATON_SOCKET_PATH", socket)
+            .env_remove("BATON_URL")
+            .output()
+            .expect("run baton");
+        samples.push(start.elapsed());
+        assert_eq!(out.status.code(), Some(5), "one path is held by another");
+    }
+    samples.sort();
+    samples[samples.len() / 2].as_secs_f64() * 1e3
+}
+
 /// Median acquire round trip in microseconds on one connection (each lease released
 /// after it is timed), with keys under `dir`.
 async fn acquire_latency(path: &Path, dir: &str, n: usize, errors: &mut u64) -> f64 {
@@ -656,6 +687,14 @@ async fn run() -> (Vec<Row>, u64) {
             figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
             target: "p50 < 1,000 us".into(),
             pass: Some(hand_p50 < 1000.0),
+        });
+
+        let guard_ms = tokio::task::block_in_place(|| guard_check(&socket, 100));
+        rows.push(Row {
+            name: "baton guard check, 100 paths",
+            figure: format!("median {guard_ms:.1} ms (a whole `baton` process)"),
+            target: "<= 50 ms".into(),
+            pass: Some(guard_ms <= 50.0),
         });
 
         let empty_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;

@@ -7,6 +7,7 @@ mod common;
 
 mod credentials;
 mod durability;
+mod guard;
 mod layering;
 mod lifecycle;
 mod lock_expiry;

@@ -108,6 +108,9 @@ pub enum Command {
     /// Access tokens for network clients: create, list, revoke (admin only)
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Make claims binding: refuse changes to files someone else holds (git, Claude Code)
+    #[command(subcommand)]
+    Guard(GuardCommand),
     /// The journal: events after --since; --follow keeps streaming new ones
     Events {
         /// Events with a seq greater than N [default: 0, or the head with --follow]
@@ -187,6 +190,58 @@ pub enum LockCommand {
         #[arg(long)]
         owner: Option<String>,
     },
+}
+
+#[derive(Subcommand)]
+pub enum GuardCommand {
+    /// Exit 0 unless a path is held by someone other than --owner (counting dir: leases on
+    /// its folders); else exit 5 and one line per path: who, since when, until when, and
+    /// how to claim it
+    Check {
+        /// Whose claims do not count against them [default: BATON_AGENT]
+        #[arg(long)]
+        owner: Option<String>,
+        /// Check the paths staged for commit (in --repo, default here)
+        #[arg(long)]
+        staged: bool,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<std::path::PathBuf>,
+        /// Files to check (relative to here; batond maps them to file: keys in its workspace)
+        paths: Vec<std::path::PathBuf>,
+    },
+    /// Put the guard in place: `git` (a pre-commit hook, keeping yours) or `claude-code`
+    /// (a PreToolUse hook in the project's .claude/settings.json)
+    Install {
+        target: GuardTarget,
+        /// The git repository [default: here]
+        #[arg(long, value_name = "DIR")]
+        repo: Option<std::path::PathBuf>,
+        /// The Claude Code project [default: here]
+        #[arg(long, value_name = "DIR")]
+        project: Option<std::path::PathBuf>,
+    },
+    /// Take the guard out again (a hook it kept is put back)
+    Uninstall {
+        target: GuardTarget,
+        #[arg(long, value_name = "DIR")]
+        repo: Option<std::path::PathBuf>,
+        #[arg(long, value_name = "DIR")]
+        project: Option<std::path::PathBuf>,
+    },
+    /// Run as a tool's hook: `claude-code` reads a PreToolUse call on stdin and blocks it
+    /// (exit 2, the reason on stderr) when it writes a file someone else holds
+    Hook { tool: HookTool },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum GuardTarget {
+    Git,
+    ClaudeCode,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum HookTool {
+    ClaudeCode,
 }
 
 #[derive(Subcommand)]

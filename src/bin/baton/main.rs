@@ -17,20 +17,21 @@ use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult,
 mod cli;
 mod events;
 mod failure;
+mod guard;
 mod lock;
 mod out;
 mod task;
 mod token;
 
-use cli::{arg_or_stdin, params, parse_json, Cli, Colour, Command};
+use cli::{arg_or_stdin, params, parse_json, Cli, Colour, Command, GuardCommand, HookTool};
 use events::follow_events;
 use failure::{Failure, Outcome};
 use lock::lock;
 use out::{compact_raw, event_row, or_dash, pretty, text, Out};
 use task::task;
 
-async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
-    match cli.command {
+async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
+    match command {
         Command::Get { namespace, key } => {
             let result = conn
                 .call_raw("Get", &json!({"namespace": namespace, "key": key}))
@@ -210,6 +211,7 @@ async fn run(cli: Cli, out: &Out, conn: &mut Connection) -> Outcome {
         Command::Lock(command) => lock(command, out, conn).await,
         Command::Task(command) => task(command, out, conn).await,
         Command::Token(command) => token::token(command, out, conn).await,
+        Command::Guard(_) => unreachable!("guards connect on their own"),
         Command::Events {
             since,
             follow,
@@ -365,6 +367,79 @@ struct LockFigures {
     waiting: u64,
 }
 
+/// `baton guard ...`.
+async fn guard_command(command: GuardCommand, target: &Target) -> Outcome {
+    match command {
+        GuardCommand::Check {
+            owner,
+            staged,
+            repo,
+            paths,
+        } => {
+            let here = std::env::current_dir()
+                .map_err(|e| Failure::new(1, format!("cannot read the working directory ({e})")))?;
+            let mut all: Vec<_> = paths.iter().map(|p| guard::absolute(p, &here)).collect();
+            if staged {
+                all.extend(guard::staged(&repo.unwrap_or(here))?);
+            }
+            let owner = guard::owner(owner);
+            match guard::ask(target, owner.as_deref(), &all).await {
+                Ok(refusals) if refusals.is_empty() => Ok(0),
+                Ok(refusals) => {
+                    for refusal in &refusals {
+                        eprintln!("baton guard: {}", refusal.0);
+                    }
+                    Ok(guard::REFUSED)
+                }
+                Err(failure) => Ok(guard::unanswered(&failure, failure.code)),
+            }
+        }
+        GuardCommand::Install {
+            target: what,
+            repo,
+            project,
+        } => guard::install(what, repo.or(project)),
+        GuardCommand::Uninstall {
+            target: what,
+            repo,
+            project,
+        } => guard::uninstall(what, repo.or(project)),
+        GuardCommand::Hook {
+            tool: HookTool::ClaudeCode,
+        } => Ok(claude_code_hook(target).await),
+    }
+}
+
+/// Claude Code's PreToolUse hook: exit 0 lets the call through; exit 2 blocks it and
+/// Claude Code shows the model what was written to stderr (the hooks reference,
+/// https://code.claude.com/docs/en/hooks, "Exit code 2 behavior").
+async fn claude_code_hook(target: &Target) -> u8 {
+    const BLOCK: u8 = 2;
+    let mut input = String::new();
+    if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
+        eprintln!("baton guard: cannot read the hook input; letting the call through");
+        return 0;
+    }
+    let Ok(input) = serde_json::from_str::<Value>(&input) else {
+        eprintln!("baton guard: the hook input is not JSON; letting the call through");
+        return 0;
+    };
+    let Some(path) = guard::hook_target(&input) else {
+        return 0;
+    };
+    let owner = guard::owner(None);
+    match guard::ask(target, owner.as_deref(), &[path]).await {
+        Ok(refusals) if refusals.is_empty() => 0,
+        Ok(refusals) => {
+            for refusal in &refusals {
+                eprintln!("{} Do not write this file now.", refusal.0);
+            }
+            BLOCK
+        }
+        Err(failure) => guard::unanswered(&failure, BLOCK),
+    }
+}
+
 fn main() -> ExitCode {
     // Die quietly when the reader goes away (`baton events | head`), as Unix tools do.
     // SAFETY: restoring the default disposition of one signal before any thread starts.
@@ -405,8 +480,14 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let mut conn = Connection::open(&target).await?;
-        run(cli, &out, &mut conn).await
+        match cli.command {
+            // A guard decides for itself what an unreachable batond means.
+            Command::Guard(command) => guard_command(command, &target).await,
+            command => {
+                let mut conn = Connection::open(&target).await?;
+                run(command, &out, &mut conn).await
+            }
+        }
     });
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,195 @@
+//! `baton guard ...`: making claims binding. `check` refuses paths that someone else holds
+//! (as `file:` keys, so `dir:` leases on ancestors count); `install git` puts that check in
+//! a pre-commit hook; `hook claude-code` is a Claude Code PreToolUse hook for the tools
+//! that write files. A guard never stops work because batond cannot be asked, unless
+//! `BATON_GUARD_STRICT=1`.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::json;
+
+use baton::client::{CallError, Connection, Target};
+use baton::protocol::locks::StatusResult;
+
+use crate::failure::Failure;
+
+mod install;
+
+pub use install::{install, uninstall};
+
+/// Exit code of a refusal (the CLI's "busy").
+pub const REFUSED: u8 = 5;
+
+/// Why a path may not be changed now: one line for a person or a model.
+pub struct Refusal(pub String);
+
+/// Whether batond's absence refuses changes (`BATON_GUARD_STRICT=1`).
+pub fn strict() -> bool {
+    std::env::var("BATON_GUARD_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// The name whose own claims do not refuse it: `--owner`, else `BATON_AGENT`.
+pub fn owner(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var("BATON_AGENT").ok())
+        .filter(|o| !o.is_empty())
+}
+
+/// `path` made absolute against `base` and normalised without touching the file system
+/// (`.` dropped, `..` taken back), as batond names it.
+pub fn absolute(path: &Path, base: &Path) -> PathBuf {
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    };
+    let mut out = PathBuf::new();
+    for part in joined.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Asks batond about each path; the refusals, one per path someone other than `owner`
+/// holds. Paths outside batond's workspace are not coordinated and pass.
+pub async fn check(
+    conn: &mut Connection,
+    owner: Option<&str>,
+    paths: &[PathBuf],
+) -> Result<Vec<Refusal>, CallError> {
+    let mut refusals = Vec::new();
+    for path in paths {
+        let key = format!("file:{}", path.display());
+        let params = json!({ "resource_key": key });
+        let status: StatusResult = match conn.call_typed("ResourceLockStatus", &params).await {
+            Ok(status) => status,
+            // Outside the workspace (or not a path batond can name): not coordinated.
+            Err(CallError::Daemon { kind, .. }) if kind == "invalid" => continue,
+            Err(err) => return Err(err),
+        };
+        let StatusResult::Held {
+            resource_key,
+            held_by,
+            conflicting_key,
+        } = status
+        else {
+            continue;
+        };
+        if Some(held_by.owner.as_str()) == owner {
+            continue;
+        }
+        let through = if conflicting_key == resource_key {
+            String::new()
+        } else {
+            format!(" through {conflicting_key}")
+        };
+        let claim = match owner {
+            Some(me) => format!("baton lock acquire {resource_key} --owner {me} --wait 60000"),
+            None => format!(
+                "baton lock acquire {resource_key} --owner YOUR_NAME --wait 60000 (and set BATON_AGENT=YOUR_NAME)"
+            ),
+        };
+        refusals.push(Refusal(format!(
+            "{}: held by {}{through} since {} until {} ({} s left); wait for it and claim it first: {claim}",
+            path.display(),
+            held_by.owner,
+            held_by.acquired_at,
+            held_by.expires_at,
+            held_by.remaining_ms / 1000,
+        )));
+    }
+    Ok(refusals)
+}
+
+/// Connects and checks; `Err` when batond could not be asked.
+pub async fn ask(
+    target: &Target,
+    owner: Option<&str>,
+    paths: &[PathBuf],
+) -> Result<Vec<Refusal>, Failure> {
+    let mut conn = Connection::open(target).await?;
+    Ok(check(&mut conn, owner, paths).await?)
+}
+
+/// What a guard does when batond could not be asked: let the change through with a
+/// warning on stderr, or (strict) refuse. Returns the exit code.
+pub fn unanswered(failure: &Failure, refuse_code: u8) -> u8 {
+    if strict() {
+        eprintln!(
+            "baton guard: cannot check the claims ({}); BATON_GUARD_STRICT=1 refuses changes until batond answers",
+            failure.message
+        );
+        refuse_code
+    } else {
+        eprintln!(
+            "baton guard: cannot check the claims ({}); letting the change through (set BATON_GUARD_STRICT=1 to refuse instead)",
+            failure.message
+        );
+        0
+    }
+}
+
+/// The paths staged for commit in the repository at `repo` (both sides of a rename),
+/// absolute.
+pub fn staged(repo: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let root = git(repo, &["rev-parse", "--show-toplevel"])?;
+    let root = PathBuf::from(root.trim());
+    let listed = git(
+        &root,
+        &["diff", "--cached", "--name-only", "--no-renames", "-z"],
+    )?;
+    Ok(listed
+        .split('\0')
+        .filter(|p| !p.is_empty())
+        .map(|p| absolute(Path::new(p), &root))
+        .collect())
+}
+
+/// Runs git in `dir`; its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, Failure> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .map_err(|e| Failure::new(1, format!("cannot run git ({e}); is it installed?")))?;
+    if !out.status.success() {
+        return Err(Failure::new(
+            2,
+            format!(
+                "git {} in {} failed: {}",
+                args.join(" "),
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|_| Failure::new(1, "git printed a path that is not UTF-8"))
+}
+
+/// The tools of Claude Code that write files, and where their input names the file.
+const WRITING_TOOLS: [(&str, &str); 4] = [
+    ("Edit", "file_path"),
+    ("Write", "file_path"),
+    ("MultiEdit", "file_path"),
+    ("NotebookEdit", "notebook_path"),
+];
+
+/// The file a Claude Code PreToolUse call is about to write, absolute; None for a tool
+/// that writes no file.
+pub fn hook_target(input: &serde_json::Value) -> Option<PathBuf> {
+    let tool = input["tool_name"].as_str()?;
+    let field = WRITING_TOOLS.iter().find(|(t, _)| *t == tool)?.1;
+    let path = input["tool_input"][field].as_str()?;
+    let base = input["cwd"]
+        .as_str()
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())?;
+    Some(absolute(Path::new(path), &base))
+}
