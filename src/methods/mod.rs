@@ -8,6 +8,7 @@
 //! (`store::boundary`), and the writer that runs them (`writer`, with its `schedule`).
 
 // Remote access: who a connection acts as (`auth`), what its token's grants allow (`scopes`).
+pub mod agents;
 pub mod auth;
 pub mod idempotency;
 pub mod journal;
@@ -495,6 +496,13 @@ registry!(
     auth::CreateTokenParams,
     auth::ListTokensParams,
     auth::RevokeTokenParams,
+    agents::RegisterAgentParams,
+    agents::AgentHeartbeatParams,
+    agents::EndSessionParams,
+    agents::ListAgentsParams,
+    agents::SendMessageParams,
+    agents::ReadInboxParams,
+    agents::AckMessagesParams,
 );
 
 #[cfg(test)]

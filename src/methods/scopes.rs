@@ -320,6 +320,13 @@ fixed! {
     tasks::CompleteNodeParams => [Need::TasksWork];
     tasks::FailNodeParams => [Need::TasksWork];
     tasks::CommitEventParams => [Need::TasksWork];
+    super::agents::RegisterAgentParams => [Need::Agents];
+    super::agents::AgentHeartbeatParams => [Need::Agents];
+    super::agents::EndSessionParams => [Need::Agents];
+    super::agents::ListAgentsParams => [Need::Agents];
+    super::agents::SendMessageParams => [Need::Agents];
+    super::agents::ReadInboxParams => [Need::Agents];
+    super::agents::AckMessagesParams => [Need::Agents];
 }
 
 impl Scoped for state::GetParams {

@@ -181,6 +181,8 @@ pub struct MetricsResult {
     pub nodes: BTreeMap<String, u64>,
     /// Workers waiting in AcquireNextNode with `wait_ms`.
     pub node_waiters: u64,
+    /// Agents waiting in ReadInbox with `wait_ms`.
+    pub inbox_waiters: u64,
 }
 
 impl Method for MetricsParams {
@@ -241,6 +243,9 @@ impl Method for MetricsParams {
                 },
                 tasks,
                 nodes,
+                inbox_waiters: stats
+                    .inbox_waiters
+                    .load(std::sync::atomic::Ordering::Relaxed),
                 node_waiters: stats
                     .node_waiters
                     .load(std::sync::atomic::Ordering::Relaxed),

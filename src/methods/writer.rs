@@ -14,10 +14,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens, WriteStorage,
+    Agents, Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens, WriteStorage,
 };
 use crate::store::StorageHealth;
 
+use super::agents::{self, AgentState};
 use super::idempotency::{self, Idempotency};
 use super::locks::{self, LockState};
 use super::tasks::{self, TaskState};
@@ -76,6 +77,7 @@ pub struct WriteCtx<'a> {
     pub mono_now: Duration,
     pub locks: &'a mut LockState,
     pub tasks: &'a mut TaskState,
+    pub agents: &'a mut AgentState,
     reply: &'a mut Option<ReplyTx>,
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
@@ -86,6 +88,21 @@ struct Memory {
     revision: i64,
     locks: LockState,
     tasks: TaskState,
+    agents: AgentState,
+}
+
+impl Memory {
+    /// The earliest lease, session or wait deadline still pending.
+    fn next_deadline(&mut self) -> Option<Duration> {
+        [
+            self.locks.next_deadline(),
+            self.tasks.next_deadline(),
+            self.agents.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
 }
 
 impl<'a> WriteCtx<'a> {
@@ -104,6 +121,7 @@ impl<'a> WriteCtx<'a> {
             mono_now,
             locks: &mut memory.locks,
             tasks: &mut memory.tasks,
+            agents: &mut memory.agents,
             reply,
             deferred,
         }
@@ -136,6 +154,16 @@ impl<'a> WriteCtx<'a> {
 
     /// Access tokens, through the storage boundary.
     pub fn tokens(&self) -> &'a dyn Tokens {
+        self.storage
+    }
+
+    /// Agents' sessions and inboxes, through the storage boundary.
+    pub fn roster(&self) -> &'a dyn Agents {
+        self.storage
+    }
+
+    /// All of storage, for a rule that reads across areas.
+    pub fn storage(&self) -> &'a dyn Storage {
         self.storage
     }
 
@@ -172,6 +200,7 @@ pub struct WriterStats {
     pub lock_waiters: AtomicU64,
     pub lock_watchers: AtomicU64,
     pub node_waiters: AtomicU64,
+    pub inbox_waiters: AtomicU64,
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -204,6 +233,7 @@ impl Writer {
                 revision,
                 locks: LockState::default(),
                 tasks: TaskState::default(),
+                agents: AgentState::default(),
             },
             last_purge_ms: 0,
             deadline_tx,
@@ -305,14 +335,6 @@ struct WriterLoop {
     head_tx: watch::Sender<u64>,
 }
 
-/// The earliest lock or node deadline.
-fn earliest(locks: &mut LockState, tasks: &mut TaskState) -> Option<Duration> {
-    match (locks.next_deadline(), tasks.next_deadline()) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// A request's answer, ready to send once the batch commits.
 type PendingReply = (Option<ReplyTx>, Result<Reply>);
 
@@ -346,7 +368,7 @@ impl WriterLoop {
     }
 
     fn next_deadline(&mut self) -> Option<Duration> {
-        earliest(&mut self.memory.locks, &mut self.memory.tasks)
+        self.memory.next_deadline()
     }
 
     /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
@@ -367,6 +389,7 @@ impl WriterLoop {
             );
             locks::recover(&mut ctx)?;
             tasks::recover(&mut ctx)?;
+            agents::recover(&mut ctx)?;
             self.writes
                 .storage()
                 .set_head_revision(self.memory.revision)?;
@@ -403,6 +426,7 @@ impl WriterLoop {
         }
         let mut waits = self.memory.locks.cancel_waits();
         waits.extend(self.memory.tasks.cancel_waits());
+        waits.extend(self.memory.agents.cancel_waits());
         for (reply, answer) in waits {
             let _ = reply.send(answer);
         }
@@ -491,6 +515,13 @@ impl WriterLoop {
             {
                 tracing::error!(%err, "cannot reload node leases after a failed write");
             }
+            if let Err(err) = self
+                .memory
+                .agents
+                .reload(self.writes.storage(), now_ms, mono_now)
+            {
+                tracing::error!(%err, "cannot reload sessions after a failed write");
+            }
         }
         // Figures first: a client that reads Metrics after its answer sees this batch.
         self.stats
@@ -505,6 +536,9 @@ impl WriterLoop {
         self.stats
             .node_waiters
             .store(self.memory.tasks.waiting() as u64, Ordering::Relaxed);
+        self.stats
+            .inbox_waiters
+            .store(self.memory.agents.waiting() as u64, Ordering::Relaxed);
         for (reply, result) in answers {
             if let Some(reply) = reply {
                 let _ = reply.send(result);
@@ -560,8 +594,7 @@ impl WriterLoop {
         let start_revision = self.memory.revision;
         let storage = self.writes.storage();
         // Leases and waits that are due end first, so no request sees a dead holder.
-        if earliest(&mut self.memory.locks, &mut self.memory.tasks).is_some_and(|at| at <= mono_now)
-        {
+        if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
             let mut no_reply = None;
             let mut ctx = WriteCtx::new(
                 storage,
@@ -571,8 +604,10 @@ impl WriterLoop {
                 &mut no_reply,
                 deferred,
             );
-            if let Err(err) = locks::expire_due(&mut ctx).and_then(|()| tasks::expire_due(&mut ctx))
-            {
+            let expired = locks::expire_due(&mut ctx)
+                .and_then(|()| tasks::expire_due(&mut ctx))
+                .and_then(|()| agents::expire_due(&mut ctx));
+            if let Err(err) = expired {
                 *lock_state_suspect = true;
                 return Err(err);
             }

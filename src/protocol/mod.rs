@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 
+pub mod agents;
 pub mod auth;
 pub mod journal;
 pub mod locks;

@@ -339,11 +339,71 @@ pub trait Meta {
     fn file_sizes(&self) -> Result<(u64, u64)>;
 }
 
+/// A live session, as stored.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub name: String,
+    pub session_id: String,
+    pub role: Option<String>,
+    /// JSON text.
+    pub metadata: Option<String>,
+    /// Epoch milliseconds, as the three below.
+    pub started_at: i64,
+    pub last_seen: i64,
+    pub expires_at: i64,
+    /// The token that registered it (None: a Unix-socket admin connection).
+    pub token_id: Option<String>,
+    /// The connection it ends with (`release_on_disconnect`).
+    pub holder_connection: Option<u64>,
+}
+
+/// A message, as stored.
+pub struct MessageRow {
+    pub seq: i64,
+    pub message_id: String,
+    pub sender: String,
+    /// JSON text: the `to` as sent.
+    pub recipients: String,
+    pub subject: Option<String>,
+    /// JSON text.
+    pub body: String,
+    pub thread_id: Option<String>,
+    pub reply_to: Option<String>,
+    pub sent_at: i64,
+}
+
+/// Agents' sessions and inboxes.
+pub trait Agents {
+    fn session(&self, name: &str) -> Result<Option<SessionRow>>;
+    fn session_by_id(&self, session_id: &str) -> Result<Option<SessionRow>>;
+    /// Every live session, by name.
+    fn sessions(&self) -> Result<Vec<SessionRow>>;
+    fn insert_session(&self, session: &SessionRow) -> Result<()>;
+    fn touch_session(&self, name: &str, last_seen: i64, expires_at: i64) -> Result<()>;
+    fn delete_session(&self, name: &str) -> Result<()>;
+    /// Remembers that `name` registered (a recipient of "*" from now on).
+    fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()>;
+    /// Every name that ever registered.
+    fn agent_names(&self) -> Result<Vec<String>>;
+    /// Stores a message and puts it in each recipient's inbox.
+    fn insert_message(&self, message: &MessageRow, to: &[String]) -> Result<()>;
+    /// `name`'s messages after `after`, oldest first, at most `limit`.
+    fn inbox(&self, name: &str, after: u64, limit: u64) -> Result<Vec<MessageRow>>;
+    /// How many of `name`'s messages lie after `after` (up to `up_to` when given).
+    fn inbox_count(&self, name: &str, after: u64, up_to: Option<u64>) -> Result<u64>;
+    /// `name`'s acknowledged cursor (0 when it never acknowledged).
+    fn cursor(&self, name: &str) -> Result<u64>;
+    fn set_cursor(&self, name: &str, acked: u64) -> Result<()>;
+}
+
 /// Everything the rules read and write, in one snapshot (a read) or one transaction (the
 /// writer's batch).
-pub trait Storage: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens {}
+pub trait Storage:
+    Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents
+{
+}
 
-impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens> Storage for T {}
+impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents> Storage for T {}
 
 /// The writer's side of storage: the one connection that writes, in batches (one
 /// transaction each) of requests (one savepoint each).

@@ -48,6 +48,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_lease_tokens",
         sql: include_str!("../../migrations/0007_lease_tokens.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_agents",
+        sql: include_str!("../../migrations/0008_agents.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

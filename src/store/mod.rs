@@ -3,6 +3,7 @@
 //! writer in `methods::writer` owns and batches on) and a pool of read connections over
 //! one database in WAL mode.
 
+mod agents;
 pub mod boundary;
 mod connection;
 mod health;

@@ -2,6 +2,7 @@
 //! `batond` binary in a fresh temporary directory (`common::Daemon`) and talks to it over
 //! its socket, as users do.
 
+mod agents;
 mod bound;
 mod common;
 

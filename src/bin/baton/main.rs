@@ -578,6 +578,7 @@ mod tests {
             tasks: BTreeMap::new(),
             nodes: BTreeMap::new(),
             node_waiters: 0,
+            inbox_waiters: 0,
         };
         let r: Metrics = read("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
         let get = &r.methods["Get"];

@@ -173,6 +173,7 @@ impl Method for WaitResourceLockParams {
 pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
     app.writer.detached(Box::new(move |ctx| {
         rules::connection_closed(ctx, connection)?;
+        super::agents::rules::connection_closed(ctx, connection)?;
         Ok(None)
     }))
 }

@@ -631,4 +631,6 @@ pub fn end_waits(ctx: &mut WriteCtx<'_>) {
     ctx.deferred.extend(answers);
     let answers = ctx.tasks.cancel_waits();
     ctx.deferred.extend(answers);
+    let answers = ctx.agents.cancel_waits();
+    ctx.deferred.extend(answers);
 }

@@ -1,0 +1,383 @@
+//! The rules of agents and their inboxes, run on the writer: one live session per name
+//! (409 unless `takeover`), a session ends by EndSession, expiry, takeover or its
+//! connection closing, and `agent.joined` / `agent.left` say so; a message's sender is
+//! its session's name, it lands in every recipient's inbox (a name's, outliving
+//! sessions), `message.sent` never carries the body, and a reader waiting on an inbox is
+//! answered the moment a message arrives. A session is bound to the token that
+//! registered it, like a lease.
+
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::clock::format_ms;
+use crate::error::{Error, Result};
+use crate::protocol::agents::{
+    AckMessagesResult, AgentEntry, AgentHeartbeatResult, EndSessionResult, ListAgentsResult,
+    Message, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
+};
+use crate::protocol::reply;
+use crate::store::boundary::{MessageRow, NewEvent, SessionRow, Storage};
+
+use super::super::journal::append;
+use super::super::schedule::Due;
+use super::super::writer::{Served, WriteCtx};
+use super::super::Presented;
+use super::memory::InboxWaiter;
+
+/// A RegisterAgent, checked.
+pub struct Register {
+    pub name: String,
+    pub role: Option<String>,
+    /// JSON text.
+    pub metadata: Option<String>,
+    pub ttl_ms: u64,
+    pub release_on_disconnect: bool,
+    pub takeover: bool,
+    pub connection: u64,
+    pub token_id: Option<String>,
+}
+
+/// A SendMessage, checked.
+pub struct Send {
+    pub to: Recipients,
+    pub subject: Option<String>,
+    /// JSON text.
+    pub body: String,
+    pub thread_id: Option<String>,
+    pub reply_to: Option<String>,
+}
+
+/// A ReadInbox, checked.
+pub struct Read {
+    pub after: Option<u64>,
+    pub limit: u64,
+    pub wait_ms: u64,
+    pub connection: u64,
+}
+
+fn event(ctx: &mut WriteCtx<'_>, kind: &str, actor: &str, data: serde_json::Value) -> Result<i64> {
+    let seq = ctx.next_revision();
+    let data = data.to_string();
+    append(
+        ctx,
+        seq,
+        &NewEvent {
+            kind,
+            actor: Some(actor),
+            data: &data,
+            ..NewEvent::default()
+        },
+    )?;
+    Ok(seq)
+}
+
+/// The live session `presented` names, if the request acts with the token that
+/// registered it; else 410 as if it did not exist.
+fn own_session(ctx: &WriteCtx<'_>, presented: &Presented) -> Result<SessionRow> {
+    match ctx.roster().session_by_id(&presented.lease_id)? {
+        Some(s) if s.token_id == presented.token_id => Ok(s),
+        _ => Err(Error::LeaseInvalid {
+            // Never echo the id: messages end up in logs and agents' transcripts.
+            message: "the session given has ended (EndSession, expiry, takeover or its connection closing) or is not yours; register again with RegisterAgent".into(),
+            data: serde_json::Map::new(),
+        }),
+    }
+}
+
+pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResult> {
+    if let Some(live) = ctx.roster().session(&r.name)? {
+        if !r.takeover {
+            let mut data = serde_json::Map::new();
+            data.insert("name".into(), r.name.clone().into());
+            data.insert("role".into(), live.role.clone().into());
+            data.insert("last_seen".into(), format_ms(live.last_seen).into());
+            return Err(Error::Conflict {
+                message: format!(
+                    "agent `{}` already has a live session (last seen {}); pick another name, wait for it to end, or pass takeover: true to end it",
+                    r.name,
+                    format_ms(live.last_seen)
+                ),
+                data,
+                exact: Vec::new(),
+            });
+        }
+        end_session(ctx, &live, "takeover")?;
+    }
+    let session_id = uuid::Uuid::new_v4().to_string();
+    let expires_at = ctx.now_ms + r.ttl_ms as i64;
+    let connection = r.release_on_disconnect.then_some(r.connection);
+    ctx.roster().insert_session(&SessionRow {
+        name: r.name.clone(),
+        session_id: session_id.clone(),
+        role: r.role.clone(),
+        metadata: r.metadata,
+        started_at: ctx.now_ms,
+        last_seen: ctx.now_ms,
+        expires_at,
+        token_id: r.token_id,
+        holder_connection: connection,
+    })?;
+    ctx.roster().remember_agent(&r.name, ctx.now_ms)?;
+    event(
+        ctx,
+        "agent.joined",
+        &r.name,
+        serde_json::json!({"role": r.role, "expires_at": format_ms(expires_at)}),
+    )?;
+    let deadline = ctx.mono_now + Duration::from_millis(r.ttl_ms);
+    ctx.agents
+        .track(r.name.clone(), session_id.clone(), deadline, connection);
+    Ok(RegisterAgentResult {
+        name: r.name,
+        session_id,
+        expires_at: format_ms(expires_at),
+    })
+}
+
+pub fn heartbeat(
+    ctx: &mut WriteCtx<'_>,
+    presented: &Presented,
+    ttl_ms: u64,
+) -> Result<AgentHeartbeatResult> {
+    let session = own_session(ctx, presented)?;
+    let expires_at = ctx.now_ms + ttl_ms as i64;
+    ctx.roster()
+        .touch_session(&session.name, ctx.now_ms, expires_at)?;
+    let deadline = ctx.mono_now + Duration::from_millis(ttl_ms);
+    ctx.agents.forget(&session.name);
+    ctx.agents.track(
+        session.name,
+        session.session_id,
+        deadline,
+        session.holder_connection,
+    );
+    Ok(AgentHeartbeatResult {
+        expires_at: format_ms(expires_at),
+    })
+}
+
+pub fn end(ctx: &mut WriteCtx<'_>, presented: &Presented) -> Result<EndSessionResult> {
+    let session = own_session(ctx, presented)?;
+    end_session(ctx, &session, "ended")?;
+    Ok(EndSessionResult { ended: true })
+}
+
+/// Ends a session: its row goes, `agent.left` says why, and its waiting reads are told.
+fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Result<()> {
+    ctx.roster().delete_session(&session.name)?;
+    event(
+        ctx,
+        "agent.left",
+        &session.name,
+        serde_json::json!({"reason": reason}),
+    )?;
+    ctx.agents.forget(&session.name);
+    for waiter in ctx.agents.take_waiters(&session.name) {
+        let ended = Error::LeaseInvalid {
+            message: format!(
+                "the session ended ({reason}) while it waited; register again with RegisterAgent"
+            ),
+            data: serde_json::Map::new(),
+        };
+        ctx.deferred.push((waiter.reply, Err(ended)));
+    }
+    Ok(())
+}
+
+fn message(row: MessageRow) -> Result<Message> {
+    Ok(Message {
+        message_id: row.message_id,
+        seq: row.seq as u64,
+        from: row.sender,
+        to: serde_json::from_str(&row.recipients)?,
+        subject: row.subject,
+        body: RawValue::from_string(row.body)?,
+        thread_id: row.thread_id,
+        reply_to: row.reply_to,
+        sent_at: format_ms(row.sent_at),
+    })
+}
+
+fn inbox(storage: &dyn Storage, name: &str, after: u64, limit: u64) -> Result<ReadInboxResult> {
+    let messages = storage
+        .inbox(name, after, limit)?
+        .into_iter()
+        .map(message)
+        .collect::<Result<Vec<_>>>()?;
+    let next_after = messages.last().map_or(after, |m| m.seq);
+    Ok(ReadInboxResult {
+        messages,
+        next_after,
+    })
+}
+
+pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<SendMessageResult> {
+    let sender = own_session(ctx, presented)?.name;
+    let names = match &s.to {
+        Recipients::Names(names) => names.clone(),
+        // Every agent that ever registered, but not the sender itself.
+        Recipients::Everyone(_) => ctx
+            .roster()
+            .agent_names()?
+            .into_iter()
+            .filter(|n| *n != sender)
+            .collect(),
+    };
+    let message_id = uuid::Uuid::new_v4().to_string();
+    // The journal says who wrote to whom about what; the body stays in the inboxes.
+    let seq = event(
+        ctx,
+        "message.sent",
+        &sender,
+        serde_json::json!({"message_id": message_id, "from": sender, "to": s.to,
+            "subject": s.subject, "thread_id": s.thread_id}),
+    )?;
+    ctx.roster().insert_message(
+        &MessageRow {
+            seq,
+            message_id: message_id.clone(),
+            sender,
+            recipients: serde_json::to_string(&s.to)?,
+            subject: s.subject,
+            body: s.body,
+            thread_id: s.thread_id,
+            reply_to: s.reply_to,
+            sent_at: ctx.now_ms,
+        },
+        &names,
+    )?;
+    for name in &names {
+        for waiter in ctx.agents.take_waiters(name) {
+            let answer =
+                inbox(ctx.storage(), name, waiter.after, waiter.limit).and_then(|r| reply(&r));
+            ctx.deferred.push((waiter.reply, answer));
+        }
+    }
+    Ok(SendMessageResult {
+        message_id,
+        seq: seq as u64,
+    })
+}
+
+pub fn read(
+    ctx: &mut WriteCtx<'_>,
+    presented: &Presented,
+    r: Read,
+) -> Result<Served<ReadInboxResult>> {
+    let session = own_session(ctx, presented)?;
+    let after = match r.after {
+        Some(after) => after,
+        None => ctx.roster().cursor(&session.name)?,
+    };
+    let found = inbox(ctx.storage(), &session.name, after, r.limit)?;
+    if !found.messages.is_empty() || r.wait_ms == 0 {
+        return Ok(Served::Now(found));
+    }
+    let Some(reply) = ctx.take_reply() else {
+        return Err(Error::Internal(
+            "a waiting ReadInbox had no reply channel".into(),
+        ));
+    };
+    let deadline = ctx.mono_now + Duration::from_millis(r.wait_ms);
+    ctx.agents.wait(
+        deadline,
+        InboxWaiter {
+            name: session.name,
+            after,
+            limit: r.limit,
+            connection: r.connection,
+            reply,
+        },
+    );
+    Ok(Served::Later)
+}
+
+pub fn ack(ctx: &mut WriteCtx<'_>, presented: &Presented, up_to: u64) -> Result<AckMessagesResult> {
+    let name = own_session(ctx, presented)?.name;
+    let cursor = ctx.roster().cursor(&name)?;
+    let acked = if up_to > cursor {
+        let acked = ctx.roster().inbox_count(&name, cursor, Some(up_to))?;
+        ctx.roster().set_cursor(&name, up_to)?;
+        acked
+    } else {
+        0
+    };
+    let unread = ctx.roster().inbox_count(&name, cursor.max(up_to), None)?;
+    Ok(AckMessagesResult { acked, unread })
+}
+
+/// ListAgents: live sessions with what their names hold and their unread count.
+pub fn list(storage: &dyn Storage) -> Result<ListAgentsResult> {
+    let mut agents = Vec::new();
+    for s in storage.sessions()? {
+        let locks = storage
+            .leases("", Some(&s.name))?
+            .into_iter()
+            .map(|l| l.resource_key)
+            .collect();
+        let cursor = storage.cursor(&s.name)?;
+        agents.push(AgentEntry {
+            unread: storage.inbox_count(&s.name, cursor, None)?,
+            metadata: s.metadata.map(RawValue::from_string).transpose()?,
+            name: s.name,
+            role: s.role,
+            started_at: format_ms(s.started_at),
+            last_seen: format_ms(s.last_seen),
+            expires_at: format_ms(s.expires_at),
+            locks,
+            nodes: Vec::new(),
+        });
+    }
+    Ok(ListAgentsResult { agents })
+}
+
+/// Ends sessions whose deadline passed and answers reads whose wait ran out (empty).
+pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    while let Some(due) = ctx.agents.pop_due(ctx.mono_now) {
+        match due {
+            Due::Lease(name) => match ctx.roster().session(&name)? {
+                Some(s) if ctx.agents.session_of(&name) == Some(s.session_id.as_str()) => {
+                    end_session(ctx, &s, "expired")?;
+                }
+                _ => ctx.agents.forget(&name),
+            },
+            Due::Wait(w) => {
+                let answer = reply(&ReadInboxResult {
+                    messages: Vec::new(),
+                    next_after: w.after,
+                });
+                ctx.deferred.push((w.reply, answer));
+            }
+        }
+    }
+    ctx.agents.compact();
+    Ok(())
+}
+
+/// A connection closed: its `release_on_disconnect` sessions end (`disconnected`).
+pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
+    for name in ctx.agents.connection_closed(connection) {
+        if let Some(s) = ctx.roster().session(&name)? {
+            end_session(ctx, &s, "disconnected")?;
+        }
+    }
+    Ok(())
+}
+
+/// At start-up: sessions that expired while the daemon was down, or were tied to a
+/// connection, end; the rest are tracked for their remaining time.
+pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    for s in ctx.roster().sessions()? {
+        if s.expires_at <= ctx.now_ms {
+            end_session(ctx, &s, "expired")?;
+        } else if s.holder_connection.is_some() {
+            end_session(ctx, &s, "disconnected")?;
+        } else {
+            let remaining = Duration::from_millis((s.expires_at - ctx.now_ms) as u64);
+            let deadline = ctx.mono_now + remaining;
+            ctx.agents.track(s.name, s.session_id, deadline, None);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! Agents and their inboxes: one live session per name, takeover, expiry on the daemon's
+//! clock, messages that outlive sessions, a durable acknowledged cursor, readers woken by
+//! a message, and `message.sent` without the body.
+
+use serde_json::{json, Value};
+
+use crate::common::{assert_error, Client, Daemon};
+
+fn register(client: &mut Client, name: &str, extra: Value) -> String {
+    let mut params = json!({ "name": name });
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let joined = client.result("RegisterAgent", params);
+    assert_eq!(joined["name"], name);
+    joined["session_id"].as_str().unwrap().to_string()
+}
+
+fn events(client: &mut Client, kind: &str) -> Vec<Value> {
+    let read = client.result("ReadEvents", json!({"types": [kind], "limit": 1000}));
+    read["events"].as_array().unwrap().clone()
+}
+
+#[test]
+fn one_live_session_per_name_unless_taken_over() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let first = register(&mut client, "reviewer", json!({"role": "review"}));
+    let refused = client.error("RegisterAgent", json!({"name": "reviewer"}));
+    let data = assert_error(&refused, 409, "conflict");
+    assert_eq!(data["role"], "review");
+    assert!(data["last_seen"].is_string(), "{data}");
+    assert!(
+        !refused.to_string().contains(&first),
+        "never the session id"
+    );
+    let second = register(&mut client, "reviewer", json!({"takeover": true}));
+    assert_ne!(first, second);
+    let gone = client.error("AgentHeartbeat", json!({"session_id": first}));
+    assert_error(&gone, 410, "lease_invalid");
+    client.result("AgentHeartbeat", json!({"session_id": second}));
+    let left = events(&mut client, "agent.left");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["data"]["reason"], "takeover");
+    assert_eq!(events(&mut client, "agent.joined").len(), 2);
+    let listed = client.result("ListAgents", json!({}));
+    let agents = listed["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0]["name"], "reviewer");
+    assert!(
+        !listed.to_string().contains(&second),
+        "ListAgents never shows a session id"
+    );
+    client.result("EndSession", json!({"session_id": second}));
+    assert_eq!(client.result("ListAgents", json!({}))["agents"], json!([]));
+}
+
+#[test]
+fn a_session_expires_on_the_daemons_clock() {
+    let mut daemon = Daemon::start_on_test_clock();
+    let mut client = daemon.client();
+    let session = register(&mut client, "worker", json!({"ttl_secs": 5}));
+    daemon.advance_clock(4_999);
+    client.result(
+        "AgentHeartbeat",
+        json!({"session_id": session, "ttl_secs": 5}),
+    );
+    daemon.advance_clock(4_999);
+    assert_eq!(
+        client.result("ListAgents", json!({}))["agents"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    daemon.advance_clock(1);
+    let gone = client.error("AgentHeartbeat", json!({"session_id": session}));
+    assert_error(&gone, 410, "lease_invalid");
+    let left = events(&mut client, "agent.left");
+    assert_eq!(left[0]["data"]["reason"], "expired");
+    assert_eq!(left[0]["actor"], "worker");
+}
+
+#[test]
+fn messages_wait_in_a_names_inbox_until_acknowledged() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let alice = register(&mut client, "alice", json!({}));
+    // bob has never registered: his inbox keeps the message for him.
+    let sent = client.result(
+        "SendMessage",
+        json!({"session_id": alice, "to": ["bob"], "subject": "review",
+               "body": {"pr": 7, "note": "please look"}, "thread_id": "t1"}),
+    );
+    let bob = register(&mut client, "bob", json!({}));
+    let inbox = client.result("ReadInbox", json!({"session_id": bob}));
+    let messages = inbox["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0]["from"], "alice");
+    assert_eq!(messages[0]["to"], json!(["bob"]));
+    assert_eq!(messages[0]["body"], json!({"pr": 7, "note": "please look"}));
+    assert_eq!(messages[0]["message_id"], sent["message_id"]);
+    assert_eq!(inbox["next_after"], sent["seq"]);
+    // Reading does not consume; acknowledging moves the durable cursor.
+    let again = client.result("ReadInbox", json!({"session_id": bob}));
+    assert_eq!(again["messages"].as_array().unwrap().len(), 1);
+    let acked = client.result(
+        "AckMessages",
+        json!({"session_id": bob, "up_to": sent["seq"]}),
+    );
+    assert_eq!(acked, json!({"acked": 1, "unread": 0}));
+    let after = client.result("ReadInbox", json!({"session_id": bob}));
+    assert_eq!(after["messages"], json!([]));
+    // The journal says who wrote to whom, never the body.
+    let logged = events(&mut client, "message.sent");
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0]["data"]["from"], "alice");
+    assert_eq!(logged[0]["data"]["subject"], "review");
+    assert!(
+        !logged[0].to_string().contains("please look"),
+        "{}",
+        logged[0]
+    );
+    // The inbox belongs to the name: a new session of bob's starts from the cursor.
+    client.result("EndSession", json!({"session_id": bob}));
+    let bob_again = register(&mut client, "bob", json!({}));
+    let fresh = client.result("ReadInbox", json!({"session_id": bob_again}));
+    assert_eq!(fresh["messages"], json!([]));
+}
+
+#[test]
+fn a_broadcast_reaches_every_agent_that_ever_registered_but_the_sender() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let a = register(&mut client, "a", json!({}));
+    let b = register(&mut client, "b", json!({}));
+    let c = register(&mut client, "c", json!({}));
+    client.result("EndSession", json!({"session_id": c}));
+    client.result(
+        "SendMessage",
+        json!({"session_id": a, "to": "*", "body": "standup"}),
+    );
+    let got = client.result("ReadInbox", json!({"session_id": b}));
+    assert_eq!(got["messages"][0]["to"], "*");
+    let c = register(&mut client, "c", json!({}));
+    assert_eq!(
+        client.result("ReadInbox", json!({"session_id": c}))["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        client.result("ReadInbox", json!({"session_id": a}))["messages"],
+        json!([])
+    );
+    let bad = client.error(
+        "SendMessage",
+        json!({"session_id": a, "to": "everyone", "body": 1}),
+    );
+    assert_error(&bad, -32602, "invalid_params");
+}
+
+#[test]
+fn a_waiting_reader_gets_the_message_or_an_empty_answer_when_its_time_is_up() {
+    let mut daemon = Daemon::start_on_test_clock();
+    let mut client = daemon.client();
+    let sender = register(&mut client, "sender", json!({"ttl_secs": 3600}));
+    let reader = register(&mut client, "reader", json!({"ttl_secs": 3600}));
+    let mut waiting = daemon.client();
+    waiting.send_line(
+        &json!({"id": 1, "method": "ReadInbox", "params": {"session_id": reader, "wait_ms": 60000}})
+            .to_string(),
+    );
+    client.result(
+        "SendMessage",
+        json!({"session_id": sender, "to": ["reader"], "body": "go"}),
+    );
+    let answer = waiting.read_line();
+    assert_eq!(answer["result"]["messages"][0]["body"], "go", "{answer}");
+    // Nothing more arrives: the wait runs out on the daemon's clock.
+    let next = answer["result"]["next_after"].clone();
+    waiting.send_line(
+        &json!({"id": 2, "method": "ReadInbox",
+                "params": {"session_id": reader, "after": next, "wait_ms": 1000}})
+        .to_string(),
+    );
+    // Move the clock only once the wait is queued (Metrics counts waiting readers).
+    while client.result("Metrics", json!({}))["inbox_waiters"] != 1 {
+        std::thread::yield_now();
+    }
+    daemon.advance_clock(1000);
+    let timed_out = waiting.read_line();
+    assert_eq!(
+        timed_out["result"],
+        json!({"messages": [], "next_after": next})
+    );
+}
