@@ -7,6 +7,7 @@
 use serde_json::value::RawValue;
 
 use super::writer::WriteCtx;
+use super::Presented;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
@@ -99,13 +100,24 @@ pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
     check_value("value", &p.value, limits)
 }
 
-pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams) -> Result<SetResult> {
+/// Set; with a session (validated here, on the writer), the key lives with it and
+/// `updated_by` defaults to the session's name.
+pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams, session: Option<Presented>) -> Result<SetResult> {
+    let name = match &session {
+        Some(presented) => Some(super::agents::rules::own_session(ctx, presented)?.name),
+        None => None,
+    };
+    let origin = Origin {
+        updated_by: p.updated_by.as_deref().or(name.as_deref()),
+        session_id: session.as_ref().map(|s| s.lease_id.as_str()),
+        reason: None,
+    };
     let written = put(
         ctx,
         &p.namespace,
         &p.key,
         Some(p.value.get()),
-        p.updated_by.as_deref(),
+        origin,
         p.expected_version,
     )?;
     Ok(SetResult {
@@ -182,7 +194,14 @@ pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
             TxnOpKind::Set => {
                 let value = op.value.as_deref().map(RawValue::get).unwrap_or("null");
                 let by = p.updated_by.as_deref();
-                let written = put(ctx, &op.namespace, &op.key, Some(value), by, None)?;
+                let written = put(
+                    ctx,
+                    &op.namespace,
+                    &op.key,
+                    Some(value),
+                    Origin::by(by),
+                    None,
+                )?;
                 (written.version, Some(written.revision))
             }
             TxnOpKind::Delete => {
@@ -225,7 +244,14 @@ pub fn clear_namespace(
             updated_by: None,
             updated_at_ms: 0,
         };
-        write_version(ctx, &p.namespace, key, None, by, Some(&previous))?;
+        write_version(
+            ctx,
+            &p.namespace,
+            key,
+            None,
+            Origin::by(by),
+            Some(&previous),
+        )?;
     }
     Ok(ClearNamespaceResult {
         deleted: keys.len() as u64,
@@ -296,6 +322,25 @@ fn conflict(
     })
 }
 
+/// Who writes a version, and why.
+#[derive(Clone, Copy, Default)]
+pub struct Origin<'a> {
+    pub updated_by: Option<&'a str>,
+    /// The session the key lives with from now on (None: with no session).
+    pub session_id: Option<&'a str>,
+    /// Why the daemon itself wrote it (the journal event's `data.reason`).
+    pub reason: Option<&'a str>,
+}
+
+impl<'a> Origin<'a> {
+    pub fn by(updated_by: Option<&'a str>) -> Origin<'a> {
+        Origin {
+            updated_by,
+            ..Origin::default()
+        }
+    }
+}
+
 /// Writes the next version of a key (a value, or a tombstone when `value` is None) and
 /// its journal event, `kv.set` or `kv.delete`, under one new revision.
 fn write_version(
@@ -303,9 +348,10 @@ fn write_version(
     namespace: &str,
     key: &str,
     value: Option<&str>,
-    updated_by: Option<&str>,
+    origin: Origin<'_>,
     previous: Option<&StoredVersion>,
 ) -> Result<Written> {
+    let updated_by = origin.updated_by;
     let version = previous.map_or(0, |c| c.version) + 1;
     let revision = ctx.next_revision();
     ctx.records().store_version(&NewVersion {
@@ -316,10 +362,14 @@ fn write_version(
         revision,
         updated_by,
         at_ms: ctx.now_ms,
+        session_id: origin.session_id,
     })?;
-    let data = match value {
-        Some(v) => format!("{{\"version\":{version},\"value\":{v}}}"),
-        None => format!("{{\"version\":{version}}}"),
+    let data = match (value, origin.reason) {
+        (Some(v), _) => format!("{{\"version\":{version},\"value\":{v}}}"),
+        (None, None) => format!("{{\"version\":{version}}}"),
+        (None, Some(reason)) => {
+            serde_json::json!({"version": version, "reason": reason}).to_string()
+        }
     };
     ctx.journal().append_event(
         revision,
@@ -349,7 +399,7 @@ fn put(
     namespace: &str,
     key: &str,
     value: Option<&str>,
-    updated_by: Option<&str>,
+    origin: Origin<'_>,
     expected: Option<u64>,
 ) -> Result<Written> {
     let stored = ctx.records().stored(namespace, key)?;
@@ -358,7 +408,7 @@ fn put(
             return Err(conflict(namespace, key, expected, stored.as_ref())?);
         }
     }
-    write_version(ctx, namespace, key, value, updated_by, stored.as_ref())
+    write_version(ctx, namespace, key, value, origin, stored.as_ref())
 }
 
 /// Delete: writes a tombstone version if the key is live and `expected` matches.
@@ -383,12 +433,34 @@ fn delete_key(
             revision: None,
         });
     }
-    let written = write_version(ctx, namespace, key, None, updated_by, stored.as_ref())?;
+    let written = write_version(
+        ctx,
+        namespace,
+        key,
+        None,
+        Origin::by(updated_by),
+        stored.as_ref(),
+    )?;
     Ok(DeleteResult {
         deleted: true,
         version: written.version,
         revision: Some(written.revision),
     })
+}
+
+/// A session ended: every key written with it and not rewritten since is deleted, as a
+/// Delete by the daemon (a tombstone, and `kv.delete` with `data.reason`).
+pub fn delete_session_keys(ctx: &mut WriteCtx<'_>, session_id: &str, name: &str) -> Result<()> {
+    for (namespace, key) in ctx.records().keys_of_session(session_id)? {
+        let stored = ctx.records().stored(&namespace, &key)?;
+        let origin = Origin {
+            updated_by: Some(name),
+            session_id: None,
+            reason: Some("session_ended"),
+        };
+        write_version(ctx, &namespace, &key, None, origin, stored.as_ref())?;
+    }
+    Ok(())
 }
 
 /// Every Txn compare that does not hold, as `{namespace, key, expected_version, actual_version}`.
@@ -430,7 +502,10 @@ impl Method for SetParams {
     type Output = SetResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_set(&self, &cx.limits())?;
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| set(ctx, self))
+        let session = self.session_id.take().map(|id| cx.presented(id));
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            set(ctx, self, session)
+        })
     }
 }
 

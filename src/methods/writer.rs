@@ -699,6 +699,7 @@ mod tests {
             release_on_disconnect: false,
             connection,
             token_id: None,
+            session: None,
         }
     }
 

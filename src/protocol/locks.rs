@@ -11,8 +11,11 @@ use super::Json;
 pub struct AcquireResourceLockParams {
     /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
     pub resource_key: String,
-    /// Who holds it (an agent's name). Asking again with the same owner returns the same lease.
-    pub owner: String,
+    /// Who holds it (an agent's name). Asking again with the same owner returns the same
+    /// lease. Defaults to the session's name with `session_id`; one of the two is needed.
+    pub owner: Option<String>,
+    /// Tie the lease to this session (RegisterAgent): it ends (`abandoned`) with it.
+    pub session_id: Option<String>,
     pub provider: Option<String>,
     /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]

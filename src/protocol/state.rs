@@ -55,6 +55,9 @@ pub struct SetParams {
     #[serde(default, deserialize_with = "crate::json::expected_version")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
+    /// Bind the key to this session (RegisterAgent): it is deleted when the session ends,
+    /// and `updated_by` defaults to the session's name.
+    pub session_id: Option<String>,
     pub idempotency_key: Option<String>,
 }
 

@@ -122,8 +122,11 @@ pub struct RegisterTaskResult {
 pub struct AcquireNextNodeParams {
     /// Only this task's nodes; any task's when absent.
     pub task_id: Option<String>,
-    /// Who works on the node.
-    pub lease_owner: String,
+    /// Who works on the node. Defaults to the session's name with `session_id`; one of the
+    /// two is needed.
+    pub lease_owner: Option<String>,
+    /// Tie the node lease to this session (RegisterAgent): the node rolls back when it ends.
+    pub session_id: Option<String>,
     /// Lease length; default BATON_NODE_TIMEOUT_SECS. Heartbeat to extend.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]

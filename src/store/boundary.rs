@@ -55,6 +55,8 @@ pub struct NewVersion<'a> {
     pub revision: i64,
     pub updated_by: Option<&'a str>,
     pub at_ms: i64,
+    /// The session the key lives with (deleted when it ends); None unbinds it.
+    pub session_id: Option<&'a str>,
 }
 
 /// Versioned records: the current row of each key and every version it had.
@@ -88,6 +90,8 @@ pub trait Records {
     fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)>;
     /// Live records and tombstones, for Metrics.
     fn counts(&self) -> Result<(u64, u64)>;
+    /// The live keys written with `session_id` (and not rewritten since): (namespace, key).
+    fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
 }
 
 /// An event as it is sent, kept serialized (a task's recent events).
@@ -153,6 +157,8 @@ pub struct NewLease<'a> {
     pub metadata: Option<&'a str>,
     pub holder_connection: Option<u64>,
     pub token_id: Option<&'a str>,
+    /// The session the lease ends with.
+    pub session_id: Option<&'a str>,
 }
 
 /// How a lease ended, kept per key for the next holder (`previous`).
@@ -186,6 +192,8 @@ pub trait Leases {
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
     /// The next fencing token: one more than any handed out before, forever.
     fn next_fencing_token(&self) -> Result<u64>;
+    /// The leases acquired with `session_id`.
+    fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>>;
 }
 
 /// A node of a new task, already validated.
@@ -227,6 +235,8 @@ pub struct NodeLeaseGrant<'a> {
     pub owner: &'a str,
     /// The token the worker acts with (None: a Unix-socket admin connection).
     pub token_id: Option<&'a str>,
+    /// The session the lease ends with.
+    pub session_id: Option<&'a str>,
     pub expires_at: i64,
     pub at_ms: i64,
 }
@@ -298,6 +308,10 @@ pub trait Nodes {
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
     /// Every RUNNING node's lease.
     fn node_leases(&self) -> Result<Vec<NodeLease>>;
+    /// RUNNING nodes leased with `session_id`: (task_id, node_id).
+    fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
+    /// RUNNING nodes leased to `owner`: (task_id, node_id).
+    fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>>;
     /// TaskStatus: the task, its counts and nodes (None: no such task).
     fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>>;
     /// ListTasks, newest first.

@@ -71,8 +71,9 @@ impl Leases for Connection {
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
         self.prepare_cached(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
-                                acquired_at, expires_at, metadata, holder_connection, token_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                acquired_at, expires_at, metadata, holder_connection, token_id,
+                                session_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )?
         .execute(params![
             l.resource_key,
@@ -86,7 +87,8 @@ impl Leases for Connection {
             l.expires_at,
             l.metadata,
             l.holder_connection,
-            l.token_id
+            l.token_id,
+            l.session_id
         ])?;
         Ok(())
     }
@@ -134,6 +136,14 @@ impl Leases for Connection {
             end.note
         ])?;
         Ok(())
+    }
+
+    fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
+        let mut stmt = self.prepare_cached(&format!(
+            "SELECT {LEASE_COLUMNS} FROM locks WHERE session_id = ?1 ORDER BY resource_key"
+        ))?;
+        let rows = stmt.query_map([session_id], lease_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     fn next_fencing_token(&self) -> Result<u64> {

@@ -53,6 +53,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_agents",
         sql: include_str!("../../migrations/0008_agents.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_session_bindings",
+        sql: include_str!("../../migrations/0009_session_bindings.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

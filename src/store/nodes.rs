@@ -187,7 +187,7 @@ impl Nodes for Connection {
             .prepare_cached(
                 "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
                         lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
-                        lease_token_id = ?7
+                        lease_token_id = ?7, lease_session_id = ?8
                  WHERE task_id = ?1 AND node_id = ?2
                  RETURNING name, payload, dependencies, attempts, max_attempts",
             )?
@@ -199,7 +199,8 @@ impl Nodes for Connection {
                     lease.owner,
                     lease.expires_at,
                     lease.at_ms,
-                    lease.token_id
+                    lease.token_id,
+                    lease.session_id
                 ],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
             )?;
@@ -230,6 +231,7 @@ impl Nodes for Connection {
         self.prepare_cached(
             "UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
                     runnable_since = COALESCE(?6, runnable_since), lease_id = NULL, lease_token_id = NULL,
+                    lease_session_id = NULL,
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
              WHERE task_id = ?1 AND node_id = ?2",
         )?
@@ -274,7 +276,8 @@ impl Nodes for Connection {
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
         Ok(self
             .prepare_cached(
-                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL, lease_owner = NULL,
+                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
+                        lease_session_id = NULL, lease_owner = NULL,
                         lease_expires_at = NULL, updated_at = ?2
                  WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
             )?
@@ -294,6 +297,26 @@ impl Nodes for Connection {
                     expires_at: r.get(3)?,
                 })
             })?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT task_id, node_id FROM nodes WHERE lease_session_id = ?1 AND state = 'RUNNING'
+                 ORDER BY task_id, node_id",
+            )?
+            .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT task_id, node_id FROM nodes INDEXED BY nodes_running
+                 WHERE state = 'RUNNING' AND lease_owner = ?1 ORDER BY task_id, node_id",
+            )?
+            .query_map([owner], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<_>>()?)
     }
 

@@ -74,13 +74,25 @@ impl Records for Connection {
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
         let deleted = v.value.is_none();
         self.prepare_cached(
-            "INSERT INTO records (namespace, key, value, version, revision, updated_by, updated_at, deleted)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            "INSERT INTO records (namespace, key, value, version, revision, updated_by, updated_at, deleted,
+                                  session_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
              ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, version = excluded.version,
                revision = excluded.revision, updated_by = excluded.updated_by,
-               updated_at = excluded.updated_at, deleted = excluded.deleted",
+               updated_at = excluded.updated_at, deleted = excluded.deleted,
+               session_id = excluded.session_id",
         )?
-        .execute(params![v.namespace, v.key, v.value, v.version, v.revision, v.updated_by, v.at_ms, deleted])?;
+        .execute(params![
+            v.namespace,
+            v.key,
+            v.value,
+            v.version,
+            v.revision,
+            v.updated_by,
+            v.at_ms,
+            deleted,
+            v.session_id
+        ])?;
         self.prepare_cached(
             "INSERT INTO history (namespace, key, version, value, revision, updated_by, updated_at, deleted)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -202,5 +214,15 @@ impl Records for Connection {
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
+    }
+
+    fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT namespace, key FROM records WHERE session_id = ?1 AND deleted = 0
+                 ORDER BY namespace, key",
+            )?
+            .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?)
     }
 }

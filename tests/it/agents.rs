@@ -197,3 +197,66 @@ fn a_waiting_reader_gets_the_message_or_an_empty_answer_when_its_time_is_up() {
         json!({"messages": [], "next_after": next})
     );
 }
+
+#[test]
+fn what_a_session_holds_ends_with_it() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let session = register(&mut client, "builder", json!({}));
+    // A lock, a node lease and a key, all taken with the session; the owner defaults to
+    // the session's name.
+    let lease = client.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:cargo", "session_id": session, "ttl_secs": 600}),
+    );
+    assert_eq!(lease["owner"], "builder");
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "a", "dependencies": []}]}),
+    );
+    let node = client.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "session_id": session}),
+    );
+    assert_eq!(node["lease_owner"], "builder");
+    let set = client.result(
+        "Set",
+        json!({"namespace": "presence", "key": "builder", "value": "here", "session_id": session}),
+    );
+    assert_eq!(set["version"], 1);
+    client.result(
+        "Set",
+        json!({"namespace": "notes", "key": "kept", "value": 1}),
+    );
+    let listed = client.result("ListAgents", json!({}));
+    assert_eq!(listed["agents"][0]["locks"], json!(["tool:cargo"]));
+    assert_eq!(listed["agents"][0]["nodes"][0]["node_id"], "a");
+    // Someone else's session cannot be used to take things.
+    let other = client.error(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:x", "session_id": "made-up"}),
+    );
+    assert_error(&other, 410, "lease_invalid");
+    let missing = client.error("AcquireResourceLock", json!({"resource_key": "tool:x"}));
+    assert_error(&missing, -32602, "invalid_params");
+
+    client.result("EndSession", json!({"session_id": session}));
+    let status = client.result("ResourceLockStatus", json!({"resource_key": "tool:cargo"}));
+    assert_eq!(status["status"], "available", "{status}");
+    assert_eq!(status["previous"]["outcome"], "abandoned");
+    let report = client.result("TaskStatus", json!({"task_id": task["task_id"]}));
+    assert_eq!(report["nodes"][0]["state"], "PENDING", "{report}");
+    assert_eq!(client.get("presence", "builder")["found"], false);
+    assert_eq!(client.get("notes", "kept")["found"], true);
+    let deleted = client.result(
+        "ReadEvents",
+        json!({"types": ["kv.delete"], "namespace": "presence"}),
+    );
+    assert_eq!(deleted["events"][0]["data"]["reason"], "session_ended");
+    // The lease id of the ended session is useless now.
+    let gone = client.error(
+        "ReleaseResourceLock",
+        json!({"resource_key": "tool:cargo", "lease_id": lease["lease_id"]}),
+    );
+    assert_error(&gone, 410, "lease_invalid");
+}

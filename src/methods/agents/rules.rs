@@ -14,7 +14,7 @@ use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::agents::{
     AckMessagesResult, AgentEntry, AgentHeartbeatResult, EndSessionResult, ListAgentsResult,
-    Message, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
+    Message, NodeRef, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
 };
 use crate::protocol::reply;
 use crate::store::boundary::{MessageRow, NewEvent, SessionRow, Storage};
@@ -74,7 +74,7 @@ fn event(ctx: &mut WriteCtx<'_>, kind: &str, actor: &str, data: serde_json::Valu
 
 /// The live session `presented` names, if the request acts with the token that
 /// registered it; else 410 as if it did not exist.
-fn own_session(ctx: &WriteCtx<'_>, presented: &Presented) -> Result<SessionRow> {
+pub(crate) fn own_session(ctx: &WriteCtx<'_>, presented: &Presented) -> Result<SessionRow> {
     match ctx.roster().session_by_id(&presented.lease_id)? {
         Some(s) if s.token_id == presented.token_id => Ok(s),
         _ => Err(Error::LeaseInvalid {
@@ -163,8 +163,13 @@ pub fn end(ctx: &mut WriteCtx<'_>, presented: &Presented) -> Result<EndSessionRe
     Ok(EndSessionResult { ended: true })
 }
 
-/// Ends a session: its row goes, `agent.left` says why, and its waiting reads are told.
+/// Ends a session and everything attached to it, in this same transaction: its locks
+/// (`abandoned`), its node leases (rolled back), its keys (deleted); its row goes,
+/// `agent.left` says why, and its waiting reads are told.
 fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Result<()> {
+    super::super::locks::rules::end_session_leases(ctx, &session.session_id)?;
+    super::super::tasks::rules::roll_back_session_nodes(ctx, &session.session_id)?;
+    super::super::state::delete_session_keys(ctx, &session.session_id, &session.name)?;
     ctx.roster().delete_session(&session.name)?;
     event(
         ctx,
@@ -317,6 +322,11 @@ pub fn list(storage: &dyn Storage) -> Result<ListAgentsResult> {
             .map(|l| l.resource_key)
             .collect();
         let cursor = storage.cursor(&s.name)?;
+        let nodes = storage
+            .nodes_leased_by(&s.name)?
+            .into_iter()
+            .map(|(task_id, node_id)| NodeRef { task_id, node_id })
+            .collect();
         agents.push(AgentEntry {
             unread: storage.inbox_count(&s.name, cursor, None)?,
             metadata: s.metadata.map(RawValue::from_string).transpose()?,
@@ -325,8 +335,8 @@ pub fn list(storage: &dyn Storage) -> Result<ListAgentsResult> {
             started_at: format_ms(s.started_at),
             last_seen: format_ms(s.last_seen),
             expires_at: format_ms(s.expires_at),
+            nodes,
             locks,
-            nodes: Vec::new(),
         });
     }
     Ok(ListAgentsResult { agents })

@@ -51,7 +51,19 @@ impl Method for AcquireResourceLockParams {
     type Output = AcquireResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
-        check_owner(&self.owner)?;
+        let owner =
+            match (self.owner.take(), &self.session_id) {
+                (Some(owner), _) => {
+                    check_owner(&owner)?;
+                    owner
+                }
+                // The session's name, once the writer has checked the session.
+                (None, Some(_)) => String::new(),
+                (None, None) => return Err(Error::invalid_params(
+                    "owner",
+                    "owner is required (the agent's name), unless session_id names your session",
+                )),
+            };
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
         let metadata = match self.metadata.take() {
             Some(m) => {
@@ -69,13 +81,14 @@ impl Method for AcquireResourceLockParams {
         cx.connection.mark_lock_user();
         let request = rules::AcquireRequest {
             key,
-            owner: self.owner,
+            owner,
             provider: self.provider,
             ttl_ms,
             metadata,
             release_on_disconnect: self.release_on_disconnect,
             connection: cx.connection.id,
             token_id: cx.token_id(),
+            session: self.session_id.take().map(|id| cx.presented(id)),
         };
         write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::acquire(ctx, request, wait_ms)

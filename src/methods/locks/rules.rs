@@ -102,6 +102,9 @@ pub struct AcquireRequest {
     pub connection: u64,
     /// The token the request acts with: the lease is bound to it.
     pub token_id: Option<String>,
+    /// The session the lease is tied to (checked on the writer); with it, an empty
+    /// `owner` means the session's name.
+    pub session: Option<Presented>,
 }
 
 pub struct ReleaseRequest {
@@ -263,6 +266,7 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         metadata: request.metadata.as_deref(),
         holder_connection,
         token_id: request.token_id.as_deref(),
+        session_id: request.session.as_ref().map(|s| s.lease_id.as_str()),
     })?;
     // The lease id is the holder's secret: the event carries the owner and fencing token only.
     let data =
@@ -307,9 +311,15 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
 /// Acquires now, or answers busy, or (with `wait_ms`) queues the caller first come first served.
 pub fn acquire(
     ctx: &mut WriteCtx<'_>,
-    request: AcquireRequest,
+    mut request: AcquireRequest,
     wait_ms: u64,
 ) -> Result<Served<AcquireResult>> {
+    if let Some(presented) = &request.session {
+        let session = super::super::agents::rules::own_session(ctx, presented)?;
+        if request.owner.is_empty() {
+            request.owner = session.name;
+        }
+    }
     if let Some(row) = ctx.leases().lease(&request.key.key)? {
         if row.owner == request.owner {
             let previous = ctx.leases().previous(&row.resource_key)?;
@@ -558,6 +568,19 @@ pub fn wait(
         .schedule
         .enqueue(Queue::Watch, queue, Some(deadline), watcher);
     Ok(Served::Later)
+}
+
+/// A session ended: the leases acquired with it end as `abandoned`.
+pub(crate) fn end_session_leases(ctx: &mut WriteCtx<'_>, session_id: &str) -> Result<()> {
+    let rows = ctx.leases().leases_of_session(session_id)?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    for row in rows {
+        let note = Some("the holder's session ended");
+        end_lease(ctx, &row, "abandoned", None, note)?;
+    }
+    serve_waiters(ctx)
 }
 
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.

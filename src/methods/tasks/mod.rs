@@ -200,11 +200,20 @@ impl Method for AcquireNextNodeParams {
     const SUMMARY: &'static str = "Lease the next runnable node (PENDING with every dependency COMPLETED), of one task or any; null when none (after wait_ms). Heartbeat it, then CompleteNode or FailNode.";
     type Output = Option<AcquiredNode>;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        if self.lease_owner.is_empty() || self.lease_owner.len() > 256 {
-            return Err(Error::Invalid(
-                "lease_owner must be 1 to 256 bytes; use the worker's name".into(),
-            ));
-        }
+        let owner = match (&self.lease_owner, &self.session_id) {
+            (Some(owner), _) if owner.is_empty() || owner.len() > 256 => {
+                return Err(Error::Invalid(
+                    "lease_owner must be 1 to 256 bytes; use the worker's name".into(),
+                ))
+            }
+            (Some(owner), _) => owner.clone(),
+            // The session's name, once the writer has checked the session.
+            (None, Some(_)) => String::new(),
+            (None, None) => return Err(Error::invalid_params(
+                "lease_owner",
+                "lease_owner is required (the worker's name), unless session_id names your session",
+            )),
+        };
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
         let wait_ms = self.wait_ms.unwrap_or(0);
         if wait_ms > MAX_WAIT_MS {
@@ -217,11 +226,12 @@ impl Method for AcquireNextNodeParams {
         }
         let request = rules::NodeRequest {
             task_id: self.task_id,
-            owner: self.lease_owner,
+            owner,
             ttl_ms,
             connection: cx.connection.id,
             event_limit: cx.app.config.context_event_limit,
             token_id: cx.token_id(),
+            session: self.session_id.map(|id| cx.presented(id)),
         };
         write_or_wait::<Self>(cx, None, move |ctx| {
             rules::acquire_next(ctx, request, wait_ms)

@@ -37,6 +37,9 @@ pub struct NodeRequest {
     pub event_limit: u64,
     /// The token the worker acts with: the node lease is bound to it.
     pub token_id: Option<String>,
+    /// The session the node lease is tied to (checked on the writer); with it, an empty
+    /// `owner` means the session's name.
+    pub session: Option<Presented>,
 }
 
 pub fn no_task(task_id: &str) -> Error {
@@ -133,6 +136,7 @@ fn grant(
             lease_id: &lease_id,
             owner: &request.owner,
             token_id: request.token_id.as_deref(),
+            session_id: request.session.as_ref().map(|s| s.lease_id.as_str()),
             expires_at,
             at_ms: ctx.now_ms,
         },
@@ -188,9 +192,15 @@ fn grant(
 /// worker first come first served.
 pub fn acquire_next(
     ctx: &mut WriteCtx<'_>,
-    request: NodeRequest,
+    mut request: NodeRequest,
     wait_ms: u64,
 ) -> Result<Served<Option<AcquiredNode>>> {
+    if let Some(presented) = &request.session {
+        let session = super::super::agents::rules::own_session(ctx, presented)?;
+        if request.owner.is_empty() {
+            request.owner = session.name;
+        }
+    }
     if let Some(task_id) = &request.task_id {
         if ctx.nodes().task_status(task_id)?.is_none() {
             return Err(no_task(task_id));
@@ -521,6 +531,18 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
     )?;
     ctx.tasks.forget(task_id, node_id);
     Ok(())
+}
+
+/// A session ended: the nodes leased with it roll back to PENDING.
+pub(crate) fn roll_back_session_nodes(ctx: &mut WriteCtx<'_>, session_id: &str) -> Result<()> {
+    let nodes = ctx.nodes().nodes_of_session(session_id)?;
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    for (task_id, node_id) in nodes {
+        roll_back(ctx, &task_id, &node_id, "the worker's session ended")?;
+    }
+    serve_waiters(ctx)
 }
 
 /// Rolls back lapsed leases and answers waits that ran out (with null).
