@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import typing
-from typing import Any, Callable, Dict, Set
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, Set
 
 import pytest
 
@@ -25,12 +25,15 @@ SYNC_ONLY = {
 ASYNC_COUNTERPARTS: Dict[Any, Any] = {
     ("lock", "return"): (HeldLock, AsyncHeldLock),
     ("subscribe", "return"): (Subscription, AsyncSubscription),
+    ("register", "return"): (baton.RegisteredAgent, baton.AsyncRegisteredAgent),
+    ("inbox", "return"): (Iterator[Dict[str, Any]], AsyncIterator[Dict[str, Any]]),
     ("update", "fn"): (Callable[[Any], Any], Callable[[Any], MaybeAwaitable]),
     ("run_worker", "handler"): (Callable[[baton.Node], Any], Callable[[baton.Node], MaybeAwaitable]),
 }
 
-# Not coroutine functions on AsyncClient: `lock()` returns an async context manager.
-NOT_COROUTINES = {"lock"}
+# Not coroutine functions on AsyncClient: `lock()` and `register()` return async context
+# managers, `inbox()` is an async generator.
+NOT_COROUTINES = {"lock", "register", "inbox"}
 
 
 def public_methods(cls: type) -> Set[str]:

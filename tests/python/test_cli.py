@@ -154,3 +154,27 @@ def test_call_health_metrics_and_an_absent_daemon(daemon: Daemon, tmp_path: Path
     assert usage.returncode == 2
     helped = subprocess.run([str(BIN_DIR / "baton"), "--help"], capture_output=True, text=True).stdout
     assert "Exit codes" in helped and helped.startswith("baton: batond from a terminal"), helped
+
+
+def test_agents_from_a_shell(daemon: Daemon) -> None:
+    joined = baton(daemon, "agent", "join", "alice", "--role", "planner")
+    assert joined.returncode == 0, joined.stderr
+    alice = joined.stdout.strip()
+    bob = baton(daemon, "agent", "join", "bob").stdout.strip()
+    refused = baton(daemon, "agent", "join", "alice")
+    assert refused.returncode == 4, refused.stderr
+    sent = baton(daemon, "send", "bob", "--body", '{"pr": 7}', "--subject", "review", env={"BATON_SESSION": alice})
+    assert sent.returncode == 0, sent.stderr
+    seq = sent.stdout.strip()
+    inbox = js(baton(daemon, "--json", "inbox", "--session", bob))
+    assert inbox["messages"][0]["body"] == {"pr": 7}
+    assert inbox["messages"][0]["from"] == "alice"
+    table = baton(daemon, "agents")
+    assert "alice" in table.stdout and "planner" in table.stdout
+    acked = baton(daemon, "ack", seq, "--session", bob)
+    assert acked.returncode == 0 and "1 acknowledged, 0 unread" in acked.stderr
+    assert baton(daemon, "agent", "leave", "--session", alice).returncode == 0
+    gone = baton(daemon, "send", "bob", "--body", "x", "--session", alice)
+    assert gone.returncode == 6, gone.stderr
+    missing = baton(daemon, "inbox")
+    assert missing.returncode == 2 and "BATON_SESSION" in missing.stderr

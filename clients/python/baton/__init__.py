@@ -8,8 +8,8 @@
 """
 
 from ._common import Endpoint
-from .aio import AsyncClient, AsyncSubscription
-from .client import Client, HeldLock, Pipeline, Subscription
+from .aio import AsyncClient, AsyncRegisteredAgent, AsyncSubscription
+from .client import Client, HeldLock, Pipeline, RegisteredAgent, Subscription
 from .errors import (
     BatonError,
     CompactedError,
@@ -33,10 +33,12 @@ from .errors import (
     UnavailableError,
     ValueTooLargeError,
 )
-from .types import Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Lease, Node, Page, Record, SetResult
 
 __all__ = [
+    "Agent",
     "AsyncClient",
+    "AsyncRegisteredAgent",
     "AsyncSubscription",
     "BatonError",
     "Client",
@@ -64,6 +66,7 @@ __all__ = [
     "Pipeline",
     "ProtocolError",
     "Record",
+    "RegisteredAgent",
     "RetriesExhaustedError",
     "SetResult",
     "Subscription",

@@ -331,6 +331,32 @@ def list_locks_params(*, prefix: Optional[str], owner: Optional[str]) -> Dict[st
     return drop_none(prefix=prefix, owner=owner)
 
 
+def session_of(agent: Any) -> str:
+    """The session id of an Agent, or the id itself."""
+    return agent if isinstance(agent, str) else agent.session_id
+
+
+def register_agent_params(
+    name: str, *, role: Optional[str], metadata: Any, ttl_secs: Optional[int], takeover: bool
+) -> Dict[str, Any]:
+    return drop_none(name=name, role=role, metadata=metadata, ttl_secs=ttl_secs, takeover=takeover or None)
+
+
+def send_params(
+    agent: Any, to: Any, body: Any, *, subject: Optional[str], thread_id: Optional[str], reply_to: Optional[str]
+) -> Dict[str, Any]:
+    """SendMessage params: `to` is a name, a list of names, or "*"."""
+    if isinstance(to, str) and to != "*":
+        to = [to]
+    return drop_none(
+        session_id=session_of(agent), to=to, body=body, subject=subject, thread_id=thread_id, reply_to=reply_to
+    )
+
+
+def read_inbox_params(agent: Any, *, after: Optional[int], limit: Optional[int], wait_ms: Optional[int]) -> Dict[str, Any]:
+    return drop_none(session_id=session_of(agent), after=after, limit=limit, wait_ms=wait_ms)
+
+
 def wait_lock_params(resource_key: str, timeout_ms: int) -> Dict[str, Any]:
     return {"resource_key": resource_key, "timeout_ms": timeout_ms}
 

@@ -18,7 +18,7 @@ from .errors import (
     NotFoundError,
     RetriesExhaustedError,
 )
-from .types import Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Lease, Node, Page, Record, SetResult
 
 MaybeAwaitable = Union[Any, Awaitable[Any]]
 
@@ -228,6 +228,68 @@ class AsyncClient:
         available (with `previous`) or timeout (with `held_by`). Later answers on this
         client wait behind it: give it a client of its own."""
         return await self._dict("WaitResourceLock", _common.wait_lock_params(resource_key, timeout_ms))
+
+    # -- agents and inboxes ----------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        *,
+        role: Optional[str] = None,
+        metadata: Any = None,
+        ttl_secs: int = 60,
+        takeover: bool = False,
+    ) -> "AsyncRegisteredAgent":
+        """`async with client.register("reviewer") as agent:` joins as an agent (409
+        ConflictError if the name has a live session, unless `takeover`), heartbeats every
+        ttl/3 on a connection of its own, and ends the session at the end, with everything
+        attached to it. If a heartbeat finds the session ended, `agent.lost` is set."""
+        return AsyncRegisteredAgent(self, name, role, metadata, ttl_secs, takeover)
+
+    async def list_agents(self) -> List[Dict[str, Any]]:
+        """Live agents: name, role, last_seen, locks, nodes, unread."""
+        return list((await self._dict("ListAgents", {}))["agents"])
+
+    async def send(
+        self,
+        agent: "Agent | str",
+        to: "str | List[str]",
+        body: Any,
+        *,
+        subject: Optional[str] = None,
+        thread_id: Optional[str] = None,
+        reply_to: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Sends `body` from `agent` (an Agent or its session id) to a name, names, or "*";
+        -> {message_id, seq}."""
+        return await self._dict("SendMessage", _common.send_params(agent, to, body, subject=subject, thread_id=thread_id, reply_to=reply_to))
+
+    async def read_inbox(
+        self,
+        agent: "Agent | str",
+        *,
+        after: Optional[int] = None,
+        limit: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """{messages, next_after}: the agent's messages after `after` (default: its
+        acknowledged cursor); with `wait_ms`, waits for one (holding this connection)."""
+        return await self._dict("ReadInbox", _common.read_inbox_params(agent, after=after, limit=limit, wait_ms=wait_ms))
+
+    async def inbox(self, agent: "Agent | str", *, wait_ms: int = 30_000) -> AsyncIterator[Dict[str, Any]]:
+        """Yields the agent's messages as they arrive, forever, on a connection of its own
+        (start after the acknowledged cursor; `ack` what you have handled)."""
+        async with AsyncClient(self.endpoint) as reader:
+            after: Optional[int] = None
+            while True:
+                page = await reader.read_inbox(agent, after=after, wait_ms=wait_ms)
+                for message in page["messages"]:
+                    yield message
+                after = page["next_after"]
+
+    async def ack(self, agent: "Agent | str", up_to: int) -> Dict[str, Any]:
+        """Marks the agent's messages up to seq `up_to` read -> {acked, unread}."""
+        return await self._dict("AckMessages", {"session_id": _common.session_of(agent), "up_to": up_to})
 
     def lock(
         self,
@@ -488,6 +550,41 @@ class AsyncHeldLock:
                 lease.lost = True
         if lease.lost and exc_type is None:
             lease.check()
+
+
+class AsyncRegisteredAgent:
+    """The async context manager `AsyncClient.register()` returns."""
+
+    def __init__(
+        self, client: AsyncClient, name: str, role: Optional[str], metadata: Any, ttl_secs: int, takeover: bool
+    ) -> None:
+        self._client = client
+        self._args = (name, role, metadata, ttl_secs, takeover)
+        self._beat: Optional[_AsyncHeartbeat] = None
+        self.agent: Optional[Agent] = None
+
+    async def __aenter__(self) -> Agent:
+        name, role, metadata, ttl_secs, takeover = self._args
+        params = _common.register_agent_params(name, role=role, metadata=metadata, ttl_secs=ttl_secs, takeover=takeover)
+        r = await self._client._dict("RegisterAgent", params)
+        agent = Agent(name=r["name"], session_id=r["session_id"], expires_at=r["expires_at"])
+        self.agent = agent
+        self._beat = _AsyncHeartbeat(
+            self._client.endpoint,
+            ttl_secs,
+            lambda c: c.call("AgentHeartbeat", {"session_id": agent.session_id, "ttl_secs": ttl_secs}),
+            agent,
+        )
+        return agent
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self.agent is not None and self._beat is not None
+        await self._beat.stop()
+        if not self.agent.lost:
+            try:
+                await self._client.call("EndSession", {"session_id": self.agent.session_id})
+            except LeaseInvalidError:
+                self.agent.lost = True
 
 
 class AsyncSubscription:

@@ -18,7 +18,7 @@ from .errors import (
     NotFoundError,
     RetriesExhaustedError,
 )
-from .types import Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Lease, Node, Page, Record, SetResult
 
 
 class Client:
@@ -289,6 +289,68 @@ class Client:
         and leaving the block raises LeaseLostError."""
         return HeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata)
 
+    # -- agents and inboxes ----------------------------------------------------------
+
+    def register(
+        self,
+        name: str,
+        *,
+        role: Optional[str] = None,
+        metadata: Any = None,
+        ttl_secs: int = 60,
+        takeover: bool = False,
+    ) -> "RegisteredAgent":
+        """`with client.register("reviewer") as agent:` joins as an agent (409
+        ConflictError if the name has a live session, unless `takeover`), heartbeats every
+        ttl/3 on a connection of its own, and ends the session at the end, with everything
+        attached to it. If a heartbeat finds the session ended, `agent.lost` is set."""
+        return RegisteredAgent(self, name, role, metadata, ttl_secs, takeover)
+
+    def list_agents(self) -> List[Dict[str, Any]]:
+        """Live agents: name, role, last_seen, locks, nodes, unread."""
+        return list(self._dict("ListAgents", {})["agents"])
+
+    def send(
+        self,
+        agent: "Agent | str",
+        to: "str | List[str]",
+        body: Any,
+        *,
+        subject: Optional[str] = None,
+        thread_id: Optional[str] = None,
+        reply_to: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Sends `body` from `agent` (an Agent or its session id) to a name, names, or "*";
+        -> {message_id, seq}."""
+        return self._dict("SendMessage", _common.send_params(agent, to, body, subject=subject, thread_id=thread_id, reply_to=reply_to))
+
+    def read_inbox(
+        self,
+        agent: "Agent | str",
+        *,
+        after: Optional[int] = None,
+        limit: Optional[int] = None,
+        wait_ms: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """{messages, next_after}: the agent's messages after `after` (default: its
+        acknowledged cursor); with `wait_ms`, waits for one (holding this connection)."""
+        return self._dict("ReadInbox", _common.read_inbox_params(agent, after=after, limit=limit, wait_ms=wait_ms))
+
+    def inbox(self, agent: "Agent | str", *, wait_ms: int = 30_000) -> Iterator[Dict[str, Any]]:
+        """Yields the agent's messages as they arrive, forever, on a connection of its own
+        (start after the acknowledged cursor; `ack` what you have handled)."""
+        with Client(self.endpoint) as reader:
+            after: Optional[int] = None
+            while True:
+                page = reader.read_inbox(agent, after=after, wait_ms=wait_ms)
+                for message in page["messages"]:
+                    yield message
+                after = page["next_after"]
+
+    def ack(self, agent: "Agent | str", up_to: int) -> Dict[str, Any]:
+        """Marks the agent's messages up to seq `up_to` read -> {acked, unread}."""
+        return self._dict("AckMessages", {"session_id": _common.session_of(agent), "up_to": up_to})
+
     # -- tasks -----------------------------------------------------------------------
 
     def register_task(self, goal: str, nodes: List[Dict[str, Any]], *, context: Any = None) -> Dict[str, Any]:
@@ -507,6 +569,41 @@ class HeldLock:
                 lease.lost = True
         if lease.lost and exc_type is None:
             lease.check()
+
+
+class RegisteredAgent:
+    """The context manager `Client.register()` returns."""
+
+    def __init__(
+        self, client: Client, name: str, role: Optional[str], metadata: Any, ttl_secs: int, takeover: bool
+    ) -> None:
+        self._client = client
+        self._args = (name, role, metadata, ttl_secs, takeover)
+        self._beat: Optional[_Heartbeat] = None
+        self.agent: Optional[Agent] = None
+
+    def __enter__(self) -> Agent:
+        name, role, metadata, ttl_secs, takeover = self._args
+        params = _common.register_agent_params(name, role=role, metadata=metadata, ttl_secs=ttl_secs, takeover=takeover)
+        r = self._client._dict("RegisterAgent", params)
+        agent = Agent(name=r["name"], session_id=r["session_id"], expires_at=r["expires_at"])
+        self.agent = agent
+        self._beat = _Heartbeat(
+            self._client.endpoint,
+            ttl_secs,
+            lambda c: c.call("AgentHeartbeat", {"session_id": agent.session_id, "ttl_secs": ttl_secs}),
+            agent,
+        )
+        return agent
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self.agent is not None and self._beat is not None
+        self._beat.stop()
+        if not self.agent.lost:
+            try:
+                self._client.call("EndSession", {"session_id": self.agent.session_id})
+            except LeaseInvalidError:
+                self.agent.lost = True
 
 
 class Subscription:

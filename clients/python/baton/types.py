@@ -159,3 +159,22 @@ class Node:
             lease_expires_at=r.get("lease_expires_at", ""),
             raw=r,
         )
+
+
+@dataclass
+class Agent:
+    """A live session of an agent (RegisterAgent). `session_id` is its secret: pass the
+    Agent (or the id) to send, read_inbox, inbox and ack."""
+
+    name: str
+    session_id: str
+    expires_at: str
+    #: Set when a heartbeat found the session ended (expiry, takeover): stop acting as it.
+    lost: bool = False
+
+    def check(self) -> None:
+        """Raises LeaseLostError when a heartbeat found the session ended."""
+        if self.lost:
+            from .errors import LeaseLostError
+
+            raise LeaseLostError(f"the session of agent {self.name} has ended; register again", kind="lease_lost")

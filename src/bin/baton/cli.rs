@@ -108,6 +108,42 @@ pub enum Command {
     /// Access tokens for network clients: create, list, revoke (admin only)
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Join, heartbeat or leave as a named agent (join prints the session id)
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Live agents: what each holds and how many unread messages it has
+    Agents,
+    /// Send a message from your session to agent names, or * for everyone; prints its seq
+    Send {
+        /// Recipients (names), or * for every agent that ever registered
+        #[arg(required = true, num_args = 1..)]
+        to: Vec<String>,
+        /// The body: JSON if it parses as JSON, else a string
+        #[arg(long)]
+        body: String,
+        #[arg(long)]
+        subject: Option<String>,
+        #[arg(long, value_name = "ID")]
+        thread: Option<String>,
+        /// Your session [default: BATON_SESSION]
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Your messages after your acknowledged cursor (or --after); --follow waits for more
+    Inbox {
+        #[arg(long, value_name = "SEQ")]
+        after: Option<u64>,
+        #[arg(long, short)]
+        follow: bool,
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Mark your messages up to SEQ read
+    Ack {
+        up_to: u64,
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// Make claims binding: refuse changes to files someone else holds (git, Claude Code)
     #[command(subcommand)]
     Guard(GuardCommand),
@@ -189,6 +225,34 @@ pub enum LockCommand {
         prefix: Option<String>,
         #[arg(long)]
         owner: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AgentCommand {
+    /// Register as NAME; prints the session id (keep it: export BATON_SESSION=...)
+    Join {
+        name: String,
+        #[arg(long)]
+        role: Option<String>,
+        /// Seconds the session lives without a heartbeat [default: 60]
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+        /// End NAME's live session, if any, and take its place
+        #[arg(long)]
+        takeover: bool,
+    },
+    /// Keep your session alive
+    Heartbeat {
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+    },
+    /// End your session (its locks, node leases and session keys end with it)
+    Leave {
+        #[arg(long)]
+        session: Option<String>,
     },
 }
 

@@ -14,6 +14,7 @@ use baton::client::{read, Connection, Target};
 use baton::protocol::journal::ReadEventsResult;
 use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult, SetResult};
 
+mod agent;
 mod cli;
 mod events;
 mod failure;
@@ -212,6 +213,21 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
         Command::Task(command) => task(command, out, conn).await,
         Command::Token(command) => token::token(command, out, conn).await,
         Command::Guard(_) => unreachable!("guards connect on their own"),
+        Command::Agent(command) => agent::agent(command, out, conn).await,
+        Command::Agents => agent::agents(out, conn).await,
+        Command::Send {
+            to,
+            body,
+            subject,
+            thread,
+            session,
+        } => agent::send(session, to, body, subject, thread, out, conn).await,
+        Command::Inbox {
+            after,
+            follow,
+            session,
+        } => agent::inbox(session, after, follow, out, conn).await,
+        Command::Ack { up_to, session } => agent::ack(session, up_to, out, conn).await,
         Command::Events {
             since,
             follow,
