@@ -8,6 +8,7 @@
 //! their own, so a wait never holds up other calls, and closing that connection is how a
 //! cancelled wait ends in the daemon.
 
+mod agent;
 mod catalogue;
 mod schema;
 pub mod stdio;
@@ -31,6 +32,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
 use crate::client::{read, CallError, Connection, Target};
+use crate::protocol::agents::RegisterAgentResult;
 use crate::protocol::locks::{AcquireResult, HeldBy, Lease};
 use crate::protocol::tasks::AcquiredNode;
 use tools::{Group, Kind, Tool};
@@ -54,6 +56,10 @@ pub struct Bridge {
     parked: StdMutex<HashMap<String, Connection>>,
     /// Becomes true when the client's stdin ends: waiting calls stop at once.
     closed: tokio::sync::watch::Receiver<bool>,
+    /// The agent this session joined as (`baton_join`).
+    joined: StdMutex<Option<agent::Joined>>,
+    /// Whether the `--agent` join was tried already.
+    join_tried: std::sync::atomic::AtomicBool,
 }
 
 impl Bridge {
@@ -71,7 +77,42 @@ impl Bridge {
             main: Mutex::new(None),
             parked: StdMutex::new(HashMap::new()),
             closed: tokio::sync::watch::channel(false).1,
+            joined: StdMutex::new(None),
+            join_tried: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// With `--agent` and the agents tools, the session joins as that agent before its first
+    /// call (once; if the name is taken it goes on without a session, under that name).
+    async fn join_as_flagged_agent(&self) {
+        let Some(name) = &self.owner_flag else { return };
+        if self
+            .join_tried
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let params = json!({"name": name, "release_on_disconnect": true,
+            "ttl_secs": agent::JOIN_TTL_SECS});
+        match self.call_main("RegisterAgent", params).await {
+            Ok(result) => {
+                if let Ok(r) = read::<RegisterAgentResult>("RegisterAgent", &result) {
+                    let joined = agent::Joined::new(self.target.clone(), r.name, r.session_id);
+                    *self.joined.lock().expect("joined agent") = Some(joined);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(%err, "cannot join as agent {name}; baton_join can try again")
+            }
+        }
+    }
+
+    /// The joined agent's name and session, if the session joined.
+    fn joined(&self) -> Option<(String, String)> {
+        let joined = self.joined.lock().expect("joined agent");
+        joined
+            .as_ref()
+            .map(|j| (j.name.clone(), j.session_id.clone()))
     }
 
     /// Ends waiting calls when `closed` becomes true (the client's input has ended).
@@ -204,7 +245,15 @@ impl Bridge {
         mut args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let owner = self.owner(context).to_string();
+        if self.owner_flag.is_some() && self.groups.contains(&Group::Agents) {
+            self.join_as_flagged_agent().await;
+        }
+        let joined = self.joined();
+        let owner = match &joined {
+            Some((name, _)) => name.clone(),
+            None => self.owner(context).to_string(),
+        };
+        let session = joined.map(|(_, session_id)| session_id);
         let wait_ms = |args: &Map<String, Value>, field: &str| {
             args.get(field).and_then(Value::as_u64).unwrap_or(0)
         };
@@ -222,11 +271,34 @@ impl Bridge {
                 args.insert("owner".into(), json!(owner));
                 args.insert("provider".into(), json!("mcp"));
                 args.insert("release_on_disconnect".into(), json!(true));
+                if let Some(session) = &session {
+                    args.insert("session_id".into(), json!(session));
+                }
+                waiting = wait_ms(&args, "wait_ms");
+            }
+            Kind::Join => {
+                args.insert("release_on_disconnect".into(), json!(true));
+                args.insert("ttl_secs".into(), json!(agent::JOIN_TTL_SECS));
+            }
+            Kind::AsAgent => {
+                let Some(session) = &session else {
+                    return failure(
+                        format!(
+                            "{} acts as an agent: call baton_join with your agent name first, then call {} again.",
+                            tool.name, tool.name
+                        ),
+                        None,
+                    );
+                };
+                args.insert("session_id".into(), json!(session));
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Wait => waiting = wait_ms(&args, "timeout_ms").max(1),
             Kind::NextNode => {
                 args.insert("lease_owner".into(), json!(owner));
+                if let Some(session) = &session {
+                    args.insert("session_id".into(), json!(session));
+                }
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Guarded => {
@@ -345,6 +417,15 @@ impl Bridge {
                 }
                 _ => {}
             },
+            Kind::Join => {
+                let joined: RegisterAgentResult = read(tool.method, result)?;
+                let agent = agent::Joined::new(self.target.clone(), joined.name, joined.session_id);
+                // The session id stays with the bridge: the model acts through the tools.
+                if let Value::Object(map) = &mut value {
+                    map.remove("session_id");
+                }
+                *self.joined.lock().expect("joined agent") = Some(agent);
+            }
             Kind::NextNode => {
                 if read::<Option<AcquiredNode>>(tool.method, result)?.is_none() {
                     return Ok(ok(json!({"status": "none"})));
@@ -446,6 +527,7 @@ fn error(tool: &Tool, args: &Map<String, Value>, owner: &str, err: CallError) ->
         Group::State => "baton_get",
         Group::Tasks => "baton_task_status",
         Group::Events => "baton_events",
+        Group::Agents => "baton_agents",
     };
     let (kind, message, mut data) = match err {
         CallError::Unreachable { address, source } if address.contains("://") => {

@@ -17,10 +17,17 @@ pub enum Group {
     State,
     Tasks,
     Events,
+    Agents,
 }
 
 impl Group {
-    pub const ALL: [Group; 4] = [Group::Locks, Group::State, Group::Tasks, Group::Events];
+    pub const ALL: [Group; 5] = [
+        Group::Locks,
+        Group::State,
+        Group::Tasks,
+        Group::Events,
+        Group::Agents,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -28,6 +35,7 @@ impl Group {
             Group::State => "state",
             Group::Tasks => "tasks",
             Group::Events => "events",
+            Group::Agents => "agents",
         }
     }
 
@@ -43,13 +51,15 @@ impl Group {
                 Some(_) => {}
                 None => {
                     return Err(format!(
-                        "unknown tool group {name:?}: use locks, state, tasks, events or all (comma-separated)"
+                        "unknown tool group {name:?}: use locks, state, tasks, events, agents or all (comma-separated)"
                     ))
                 }
             }
         }
         if groups.is_empty() {
-            return Err("--tools names no group: use locks, state, tasks, events or all".into());
+            return Err(
+                "--tools names no group: use locks, state, tasks, events, agents or all".into(),
+            );
         }
         Ok(groups)
     }
@@ -72,6 +82,11 @@ pub enum Kind {
     NextNode,
     /// Writes that record who made them (`updated_by` or `actor`).
     Attributed(&'static str),
+    /// RegisterAgent: the MCP session becomes this agent (its name on claims, leases and
+    /// writes), for as long as the session lasts.
+    Join,
+    /// A call as the joined agent (the bridge adds its session); `wait_ms` waits.
+    AsAgent,
 }
 
 impl Kind {
@@ -168,6 +183,7 @@ pub fn instructions(groups: &[Group]) -> String {
             Group::Locks => "Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work.",
             Group::Tasks => "Task graphs: take a node with baton_task_next, heartbeat it, finish it with baton_task_complete or baton_task_fail.",
             Group::Events => "The journal: read what changed with baton_events, announce with baton_publish.",
+            Group::Agents => "Other agents: join under a name with baton_join first, see who is here with baton_agents, message them with baton_send, read yours with baton_inbox (wait_ms waits for one) and acknowledge with baton_ack.",
         });
     }
     text
@@ -238,7 +254,7 @@ mod tests {
     #[test]
     fn schemas_are_simple_objects() {
         let tools = catalogue();
-        assert_eq!(tools.len(), 21);
+        assert_eq!(tools.len(), 26);
         for tool in &tools {
             let schema = Value::Object(tool.input_schema());
             assert_eq!(schema["type"], "object", "{}", tool.name);

@@ -25,6 +25,7 @@ TASKS = {
     "baton_task_fail", "baton_task_status", "baton_task_event",
 }
 EVENTS = {"baton_events", "baton_publish"}
+AGENTS = {"baton_join", "baton_agents", "baton_send", "baton_inbox", "baton_ack"}
 
 
 def run(coro: Any) -> Any:
@@ -53,7 +54,7 @@ def test_the_initialize_handshake_serves_locks_and_state_by_default(daemon: Daem
 
 @pytest.mark.parametrize(
     "groups,expected",
-    [("tasks", TASKS), ("events", EVENTS), ("state,events", STATE | EVENTS), ("all", LOCKS | STATE | TASKS | EVENTS)],
+    [("tasks", TASKS), ("events", EVENTS), ("state,events", STATE | EVENTS), ("agents", AGENTS), ("all", LOCKS | STATE | TASKS | EVENTS | AGENTS)],
 )
 def test_server_discover_lists_the_tools_of_each_group(daemon: Daemon, groups: str, expected: set[str]) -> None:
     async def main() -> None:
@@ -428,3 +429,45 @@ def test_help_and_version_describe_the_bridge() -> None:
     helped = subprocess.run([bridge, "--help"], capture_output=True, text=True, check=True).stdout
     assert helped.startswith("mcp-bridge: an MCP server over stdio"), helped
     assert "--agent" in helped and "--tools" in helped
+
+
+def test_agents_join_message_each_other_and_their_claims_end_with_the_session(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as a, Client(
+            bridge_params(daemon.socket, "--tools", "all", "--agent", "bob")
+        ) as b:
+            early = await a.call_tool("baton_send", {"to": ["bob"], "body": "hi"})
+            assert early.is_error and "baton_join" in text(early), text(early)
+            joined = await a.call_tool("baton_join", {"name": "alice", "role": "planner"})
+            assert not joined.is_error, text(joined)
+            assert joined.structured_content["name"] == "alice"
+            assert "session_id" not in joined.structured_content, "the secret stays with the bridge"
+            # Alice's claims now carry her name and end with her session.
+            claim = await a.call_tool("baton_claim", {"resource_key": "tool:deploy"})
+            assert claim.structured_content["owner"] == "alice"
+            sent = await a.call_tool(
+                "baton_send", {"to": ["bob"], "body": {"pr": 7}, "subject": "review please"}
+            )
+            assert not sent.is_error, text(sent)
+            # bob joined at start with --agent.
+            inbox = await b.call_tool("baton_inbox", {"wait_ms": 30000})
+            message = inbox.structured_content["messages"][0]
+            assert message["from"] == "alice" and message["body"] == {"pr": 7}
+            acked = await b.call_tool("baton_ack", {"up_to": message["seq"]})
+            assert acked.structured_content == {"acked": 1, "unread": 0}
+            agents = (await b.call_tool("baton_agents", {})).structured_content["agents"]
+            by_name = {x["name"]: x for x in agents}
+            assert by_name["alice"]["locks"] == ["tool:deploy"], agents
+            assert "bob" in by_name
+        # Both MCP sessions are over: so are the agents and what they held.
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as c:
+            # batond sees the connections close on its own time: wait for it, boundedly.
+            for _ in range(200):
+                if (await c.call_tool("baton_agents", {})).structured_content["agents"] == []:
+                    break
+                await anyio.sleep(0.05)
+            assert (await c.call_tool("baton_agents", {})).structured_content["agents"] == []
+            status = (await c.call_tool("baton_lock_status", {"resource_key": "tool:deploy"})).structured_content
+            assert status["status"] == "available", status
+
+    run(main())

@@ -43,7 +43,7 @@ function eachProperty(schema, path, visit) {
 
 test('every tool schema compiles with ajv in strict mode', () => {
   const tools = Object.values(client.baton.tools);
-  assert.equal(tools.length, 21);
+  assert.equal(tools.length, 26);
   for (const tool of tools) {
     assert.doesNotThrow(() => strictAjv().compile(tool.inputSchema), `${tool.name} inputSchema`);
     assert.ok(tool.outputSchema, `${tool.name} has an outputSchema`);
