@@ -329,23 +329,38 @@ fixed! {
     super::agents::AckMessagesParams => [Need::Agents];
 }
 
-impl Scoped for state::GetParams {
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        Ok(vec![Need::KvRead(self.namespace.clone())])
-    }
+/// Implements [`Scoped`] for methods on one namespace: `need` of their `namespace`.
+macro_rules! on_namespace {
+    ($need:ident: $($method:ty),*) => {$(
+        impl Scoped for $method {
+            fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+                Ok(vec![Need::$need(self.namespace.clone())])
+            }
+        }
+    )*};
 }
 
-impl Scoped for state::ListParams {
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        Ok(vec![Need::KvRead(self.namespace.clone())])
-    }
+on_namespace!(KvRead: state::GetParams, state::ListParams, state::HistoryParams);
+on_namespace!(KvWrite: state::SetParams, state::DeleteParams);
+
+/// Implements [`Scoped`] for methods on one resource key: the `locks:` grant for it.
+macro_rules! on_resource_key {
+    ($($method:ty),*) => {$(
+        impl Scoped for $method {
+            fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+                lock(cx, &self.resource_key)
+            }
+        }
+    )*};
 }
 
-impl Scoped for state::HistoryParams {
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        Ok(vec![Need::KvRead(self.namespace.clone())])
-    }
-}
+on_resource_key!(
+    locks::AcquireResourceLockParams,
+    locks::HeartbeatResourceLockParams,
+    locks::ReleaseResourceLockParams,
+    locks::ResourceLockStatusParams,
+    locks::WaitResourceLockParams
+);
 
 impl Scoped for state::ExportParams {
     fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
@@ -353,18 +368,6 @@ impl Scoped for state::ExportParams {
             Some(ns) => Need::KvRead(ns.clone()),
             None => Need::KvReadAll,
         }])
-    }
-}
-
-impl Scoped for state::SetParams {
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        Ok(vec![Need::KvWrite(self.namespace.clone())])
-    }
-}
-
-impl Scoped for state::DeleteParams {
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        Ok(vec![Need::KvWrite(self.namespace.clone())])
     }
 }
 
@@ -386,36 +389,6 @@ impl Scoped for state::TxnParams {
             .iter()
             .map(|op| Need::KvWrite(op.namespace.clone()));
         Ok(ops.chain(compares).collect())
-    }
-}
-
-impl Scoped for locks::AcquireResourceLockParams {
-    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
-        lock(cx, &self.resource_key)
-    }
-}
-
-impl Scoped for locks::HeartbeatResourceLockParams {
-    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
-        lock(cx, &self.resource_key)
-    }
-}
-
-impl Scoped for locks::ReleaseResourceLockParams {
-    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
-        lock(cx, &self.resource_key)
-    }
-}
-
-impl Scoped for locks::ResourceLockStatusParams {
-    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
-        lock(cx, &self.resource_key)
-    }
-}
-
-impl Scoped for locks::WaitResourceLockParams {
-    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
-        lock(cx, &self.resource_key)
     }
 }
 

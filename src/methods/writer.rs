@@ -92,6 +92,20 @@ struct Memory {
 }
 
 impl Memory {
+    /// Rebuilds the leases and sessions from storage, after a write was rolled back.
+    fn reload(&mut self, storage: &dyn Storage, now_ms: i64, mono_now: Duration) {
+        let reloaded = [
+            ("lock leases", self.locks.reload(storage, now_ms, mono_now)),
+            ("node leases", self.tasks.reload(storage, now_ms, mono_now)),
+            ("sessions", self.agents.reload(storage, now_ms, mono_now)),
+        ];
+        for (what, result) in reloaded {
+            if let Err(err) = result {
+                tracing::error!(%err, "cannot reload {what} after a failed write");
+            }
+        }
+    }
+
     /// The earliest lease, session or wait deadline still pending.
     fn next_deadline(&mut self) -> Option<Duration> {
         [
@@ -201,6 +215,22 @@ pub struct WriterStats {
     pub lock_watchers: AtomicU64,
     pub node_waiters: AtomicU64,
     pub inbox_waiters: AtomicU64,
+}
+
+impl WriterStats {
+    /// The figures of what the writer holds in memory, for Metrics.
+    fn record(&self, memory: &Memory) {
+        let figures = [
+            (&self.live_locks, memory.locks.live()),
+            (&self.lock_waiters, memory.locks.waiting()),
+            (&self.lock_watchers, memory.locks.watching()),
+            (&self.node_waiters, memory.tasks.waiting()),
+            (&self.inbox_waiters, memory.agents.waiting()),
+        ];
+        for (stat, value) in figures {
+            stat.store(value as u64, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A handle to the writer thread; cheap to clone.
@@ -402,9 +432,7 @@ impl WriterLoop {
         let next = self.next_deadline();
         self.deadline_tx.send_replace(next);
         self.head_tx.send_replace(self.memory.revision as u64);
-        self.stats
-            .live_locks
-            .store(self.memory.locks.live() as u64, Ordering::Relaxed);
+        self.stats.record(&self.memory);
         Ok(())
     }
 
@@ -500,45 +528,11 @@ impl WriterLoop {
             changed
         });
         if lock_state_suspect {
-            // Memory may have run ahead of what was rolled back: rebuild it from the table.
-            if let Err(err) = self
-                .memory
-                .locks
-                .reload(self.writes.storage(), now_ms, mono_now)
-            {
-                tracing::error!(%err, "cannot reload lock state after a failed write");
-            }
-            if let Err(err) = self
-                .memory
-                .tasks
-                .reload(self.writes.storage(), now_ms, mono_now)
-            {
-                tracing::error!(%err, "cannot reload node leases after a failed write");
-            }
-            if let Err(err) = self
-                .memory
-                .agents
-                .reload(self.writes.storage(), now_ms, mono_now)
-            {
-                tracing::error!(%err, "cannot reload sessions after a failed write");
-            }
+            // Memory may have run ahead of what was rolled back: rebuild it from storage.
+            self.memory.reload(self.writes.storage(), now_ms, mono_now);
         }
         // Figures first: a client that reads Metrics after its answer sees this batch.
-        self.stats
-            .live_locks
-            .store(self.memory.locks.live() as u64, Ordering::Relaxed);
-        self.stats
-            .lock_waiters
-            .store(self.memory.locks.waiting() as u64, Ordering::Relaxed);
-        self.stats
-            .lock_watchers
-            .store(self.memory.locks.watching() as u64, Ordering::Relaxed);
-        self.stats
-            .node_waiters
-            .store(self.memory.tasks.waiting() as u64, Ordering::Relaxed);
-        self.stats
-            .inbox_waiters
-            .store(self.memory.agents.waiting() as u64, Ordering::Relaxed);
+        self.stats.record(&self.memory);
         for (reply, result) in answers {
             if let Some(reply) = reply {
                 let _ = reply.send(result);
