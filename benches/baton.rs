@@ -11,6 +11,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as TokioBufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
+#[path = "parts/agents.rs"]
+mod agents;
 #[path = "parts/redis.rs"]
 mod redis;
 #[path = "parts/tasks.rs"]
@@ -32,7 +34,7 @@ struct Row {
 }
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
-/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, tls).
+/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -708,6 +710,25 @@ async fn run() -> (Vec<Row>, u64) {
             ),
             target: "<= 1.5x".into(),
             pass: Some(full_p50 <= 1.5 * empty_p50),
+        });
+    }
+
+    if only("agents") {
+        let delivery = agents::delivery(&socket, if quick() { 100 } else { 1000 }).await;
+        rows.push(Row {
+            name: "message delivery to a waiting reader",
+            figure: format!("p50 {delivery:.0} us"),
+            target: "p50 < 1,000 us".into(),
+            pass: Some(delivery < 1000.0),
+        });
+        let per_agent = if quick() { 200 } else { 2000 };
+        let (rate, e) = agents::exchange(&socket, 16, per_agent).await;
+        errors += e;
+        rows.push(Row {
+            name: "16 agents messaging one another",
+            figure: format!("{rate:.0} messages/s"),
+            target: ">= 10,000 /s".into(),
+            pass: Some(rate >= 10_000.0),
         });
     }
 

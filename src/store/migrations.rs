@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_session_bindings",
         sql: include_str!("../../migrations/0009_session_bindings.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_lock_modes",
+        sql: include_str!("../../migrations/0010_lock_modes.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
