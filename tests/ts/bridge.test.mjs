@@ -30,3 +30,34 @@ test('the bridge lists its tools and answers a write and a read', async () => {
     await client.close();
   }
 });
+
+test('agents join, message each other and acknowledge through the TypeScript SDK', async () => {
+  const alice = await connect(daemon.socket, '--tools', 'agents,locks');
+  const bob = await connect(daemon.socket, '--tools', 'agents', '--agent', 'ts-bob');
+  try {
+    const early = await alice.callTool({ name: 'baton_inbox', arguments: {} });
+    assert.ok(early.isError && text(early).includes('baton_join'), text(early));
+    const joined = await alice.callTool({ name: 'baton_join', arguments: { name: 'ts-alice' } });
+    assert.ok(!joined.isError, text(joined));
+    assert.equal(joined.structuredContent.session_id, undefined);
+    const sent = await alice.callTool({
+      name: 'baton_send',
+      arguments: { to: ['ts-bob'], body: { hello: 'bob' }, subject: 'hi' },
+    });
+    assert.ok(!sent.isError, text(sent));
+    const inbox = await bob.callTool({ name: 'baton_inbox', arguments: { wait_ms: 30000 } });
+    assert.ok(!inbox.isError, text(inbox));
+    const [message] = inbox.structuredContent.messages;
+    assert.equal(message.from, 'ts-alice');
+    assert.deepEqual(message.body, { hello: 'bob' });
+    const acked = await bob.callTool({ name: 'baton_ack', arguments: { up_to: message.seq } });
+    assert.deepEqual(acked.structuredContent, { acked: 1, unread: 0 });
+    const star = await alice.callTool({ name: 'baton_send', arguments: { to: '*', body: 'all' } });
+    assert.ok(!star.isError, text(star));
+    const bad = await alice.callTool({ name: 'baton_send', arguments: { to: 'ts-bob', body: 1 } });
+    assert.ok(bad.isError, 'a bare name is not a list');
+  } finally {
+    await alice.close();
+    await bob.close();
+  }
+});
