@@ -31,6 +31,7 @@ pub fn catalogue() -> Vec<Tool> {
     });
     let node = json!({
         "status": {"type": "string", "enum": ["acquired", "none"]},
+        "task_status": {"type": "string", "enum": ["running", "completed", "failed", "cancelled"], "description": "With status none and a task_id: the task's status; anything but running means it will offer no more nodes."},
         "task_id": {"type": "string"}, "node_id": {"type": "string"}, "name": any("The node's name, if it has one."),
         "lease_id": {"type": "string"}, "lease_owner": {"type": "string"},
         "lease_expires_at": {"type": "string"}, "attempt": {"type": "integer"},
@@ -299,7 +300,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "AcquireNextNode",
             kind: Kind::NextNode,
             title: "Take the next node to work on",
-            description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable now (wait_ms waits for one; baton_task_status says whether the task is finished). Waiting stops when you cancel the call.",
+            description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable now: with a task_id, task_status says whether the task is finished (completed, failed, cancelled: stop) or still running (others hold its remaining nodes: wait_ms waits for one). Waiting stops when you cancel the call.",
             params: vec![
                 ("task_id", string("Only this task's nodes (any task when absent)."), false),
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 86400 (default: the daemon's node timeout).", 1, MAX_NODE_TTL_SECS), false),

@@ -33,7 +33,7 @@ use tokio::sync::Mutex;
 use crate::client::{read, CallError, Connection, Target};
 use crate::protocol::agents::RegisterAgentResult;
 use crate::protocol::locks::{AcquireResult, Lease};
-use crate::protocol::tasks::AcquiredNode;
+use crate::protocol::tasks::{AcquiredNode, TaskStatus, TaskStatusResult};
 use hints::{error, failure, ok};
 use tools::{Group, Kind, Tool};
 
@@ -363,7 +363,25 @@ impl Bridge {
                     .remove(lease);
             }
         }
-        match answer.and_then(|(result, conn)| self.success(tool, &result, conn)) {
+        // Nothing runnable in one task: say whether that task is over.
+        let ask_about = match (&answer, args.get("task_id")) {
+            (Ok((result, _)), Some(task_id))
+                if tool.kind == Kind::NextNode && result.get() == "null" =>
+            {
+                Some(task_id.clone())
+            }
+            _ => None,
+        };
+        let task_status = match ask_about {
+            Some(task_id) => self
+                .call_main("TaskStatus", json!({ "task_id": task_id }))
+                .await
+                .ok()
+                .and_then(|r| read::<TaskStatusResult>("TaskStatus", &r).ok())
+                .map(|r| r.task.status),
+            None => None,
+        };
+        match answer.and_then(|(result, conn)| self.success(tool, &result, conn, task_status)) {
             Ok(result) => result,
             Err(err) => error(tool, &args, &owner, err),
         }
@@ -377,6 +395,7 @@ impl Bridge {
         tool: &Tool,
         result: &RawValue,
         conn: Option<Connection>,
+        task_status: Option<TaskStatus>,
     ) -> Result<CallToolResult, CallError> {
         let mut value: Value = read(tool.method, result)?;
         match tool.kind {
@@ -428,7 +447,10 @@ impl Bridge {
             }
             Kind::NextNode => {
                 if read::<Option<AcquiredNode>>(tool.method, result)?.is_none() {
-                    return Ok(ok(json!({"status": "none"})));
+                    return Ok(ok(match task_status {
+                        Some(status) => json!({"status": "none", "task_status": status}),
+                        None => json!({"status": "none"}),
+                    }));
                 }
                 if let Value::Object(node) = &mut value {
                     node.insert("status".into(), json!("acquired"));
