@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::protocol::locks::{
-    AcquireResult, HeldBy, ListResourceLocksResult, LockEntry, Previous, StatusResult,
+    AcquireResult, Holders, ListResourceLocksResult, LockEntry, Previous, StatusResult,
 };
 use crate::protocol::state::{GetResult, ListResult, Record};
 
@@ -202,8 +202,17 @@ struct Status {
 #[derive(Deserialize)]
 struct HeldBody {
     resource_key: String,
-    held_by: HeldBy,
+    held_by: Box<RawValue>,
     conflicting_key: String,
+}
+
+/// `held_by`: one holder, or a list of them (a key that can have several).
+fn holders(raw: &RawValue) -> serde_json::Result<Holders> {
+    if raw.get().trim_start().starts_with('[') {
+        Ok(Holders::Many(serde_json::from_str(raw.get())?))
+    } else {
+        Ok(Holders::One(serde_json::from_str(raw.get())?))
+    }
 }
 
 /// The body of [`StatusResult::Available`].
@@ -227,7 +236,7 @@ impl Answer for AcquireResult {
                 } = serde_json::from_str(text)?;
                 AcquireResult::Busy {
                     resource_key,
-                    held_by,
+                    held_by: holders(&held_by)?,
                     conflicting_key,
                 }
             }
@@ -263,7 +272,7 @@ impl Answer for StatusResult {
                 } = serde_json::from_str(text)?;
                 StatusResult::Held {
                     resource_key,
-                    held_by,
+                    held_by: holders(&held_by)?,
                     conflicting_key,
                 }
             }
@@ -519,7 +528,9 @@ mod tests {
         assert_eq!(serde_json::to_string(&read).unwrap(), text);
     }
 
-    const HOLDER: &str = r#"{"owner":"bob","provider":"mcp","fencing_token":3,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":299000,"metadata":{"intent": "refactor", "n": [1.50, 2e3]}}"#;
+    const HOLDER: &str = r#"{"owner":"bob","mode":"exclusive","provider":"mcp","fencing_token":3,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":299000,"metadata":{"intent": "refactor", "n": [1.50, 2e3]}}"#;
+
+    const SLOT: &str = r#"{"owner":"ci","mode":"exclusive","slots":2,"provider":null,"fencing_token":5,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":1,"metadata":null}"#;
 
     #[test]
     fn state_results_read_back_byte_for_byte() {
@@ -544,13 +555,17 @@ mod tests {
     #[test]
     fn lock_results_read_back_byte_for_byte() {
         round_trip::<AcquireResult>(
-            r#"{"status":"acquired","resource_key":"file:a","lease_id":"L1","owner":"alice","provider":null,"fencing_token":4,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":300000,"metadata":{"intent": "x"},"previous":{"outcome":"moved","owner":"bob","at":"2026-01-02T03:04:05.678Z","moved_to":"file:b","note":"n"}}"#,
+            r#"{"status":"acquired","resource_key":"file:a","lease_id":"L1","owner":"alice","mode":"exclusive","provider":null,"fencing_token":4,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":300000,"metadata":{"intent": "x"},"previous":{"outcome":"moved","owner":"bob","at":"2026-01-02T03:04:05.678Z","moved_to":"file:b","note":"n"}}"#,
         );
         round_trip::<AcquireResult>(
-            r#"{"status":"already_held","resource_key":"file:a","owner":"alice","provider":"mcp","fencing_token":4,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":1,"metadata":null}"#,
+            r#"{"status":"already_held","resource_key":"file:a","owner":"alice","mode":"shared","provider":"mcp","fencing_token":4,"acquired_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-02T03:09:05.678Z","remaining_ms":1,"metadata":null}"#,
         );
         round_trip::<AcquireResult>(&format!(
             r#"{{"status":"busy","resource_key":"file:a/b","held_by":{HOLDER},"conflicting_key":"dir:a"}}"#
+        ));
+        // A key with several holders lists them all.
+        round_trip::<AcquireResult>(&format!(
+            r#"{{"status":"busy","resource_key":"tool:build","held_by":[{SLOT},{SLOT}],"conflicting_key":"tool:build"}}"#
         ));
         round_trip::<StatusResult>(r#"{"status":"available","resource_key":"file:a"}"#);
         round_trip::<StatusResult>(

@@ -52,6 +52,8 @@ pub fn catalogue() -> Vec<Tool> {
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 604800 (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
                 ("wait_ms", bounded("If held, queue up to this many milliseconds (at most 3600000) for it, first come first served, instead of answering busy at once.", 0, MAX_WAIT_MS), false),
                 ("metadata", object("Anything other agents should see about your claim, e.g. {\"intent\": \"refactor\"}."), false),
+                ("mode", json!({"type": "string", "enum": ["exclusive", "shared"], "description": "exclusive (default) when you change the resource; shared when you only read it and others may read it too (an exclusive claim then waits for all readers)."}), false),
+                ("slots", bounded("For a shared tool or budget (not file:/dir:): up to this many claimants at once, e.g. tool:cargo-build with 2. Everyone must pass the same number.", 1, 1000), false),
             ],
             output: output(&["status", "resource_key"], json!({
                 "status": {"type": "string", "enum": ["acquired", "already_held", "busy"]},

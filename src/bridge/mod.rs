@@ -32,7 +32,7 @@ use tokio::sync::Mutex;
 
 use crate::client::{read, CallError, Connection, Target};
 use crate::protocol::agents::RegisterAgentResult;
-use crate::protocol::locks::{AcquireResult, Lease};
+use crate::protocol::locks::{AcquireResult, Holders, Lease};
 use crate::protocol::tasks::{AcquiredNode, TaskStatus, TaskStatusResult};
 use hints::{error, failure, ok};
 use tools::{Group, Kind, Tool};
@@ -418,10 +418,18 @@ impl Bridge {
                     held_by,
                     conflicting_key,
                 } => {
+                    let (owner, until) = match held_by.first() {
+                        Some(h) => (h.owner.as_str(), h.expires_at.as_str()),
+                        None => ("another agent", "its lease ends"),
+                    };
+                    let others = match &held_by {
+                        Holders::Many(all) if all.len() > 1 => {
+                            format!(" and {} more", all.len() - 1)
+                        }
+                        _ => String::new(),
+                    };
                     let hint = format!(
-                        "{resource_key} is busy, held by {} until {}{}: work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
-                        held_by.owner,
-                        held_by.expires_at,
+                        "{resource_key} is busy, held by {owner}{others} until {until}{}: work on something else and come back, call baton_wait with a timeout_ms to wait until it is free, or call baton_claim again with wait_ms to queue for it.",
                         if conflicting_key != resource_key {
                             format!(" (through its lock on {conflicting_key})")
                         } else {

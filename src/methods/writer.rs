@@ -687,6 +687,7 @@ mod tests {
         AcquireRequest {
             key: canonicalize("tool:x", Path::new("/")).unwrap(),
             owner: owner.into(),
+            want: crate::methods::locks::Want::EXCLUSIVE,
             provider: None,
             ttl_ms: 60_000,
             metadata: None,

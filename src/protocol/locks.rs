@@ -30,13 +30,65 @@ pub struct AcquireResourceLockParams {
     /// End the lease (outcome `abandoned`) as soon as this connection closes.
     #[serde(default)]
     pub release_on_disconnect: bool,
+    /// `exclusive` (default): no one else holds the key, or anything it conflicts with.
+    /// `shared`: other shared holders may hold it too (readers); an exclusive one may not.
+    pub mode: Option<LockMode>,
+    /// Make a key outside file:/dir: a counting semaphore with this many holders at once
+    /// (1 to 1000); while it has holders, every acquire must name the same number.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
     pub idempotency_key: Option<String>,
+}
+
+/// How a lease holds its key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    /// Alone: every other lease on the key, or on a conflicting one, excludes it.
+    #[default]
+    Exclusive,
+    /// Beside other shared leases (and within a key's slots).
+    Shared,
+}
+
+impl LockMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Exclusive => "exclusive",
+            LockMode::Shared => "shared",
+        }
+    }
+}
+
+/// Who holds a key: one holder, or, for a key that can have several (shared leases,
+/// slots), every one of them.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Holders {
+    One(HeldBy),
+    Many(Vec<HeldBy>),
+}
+
+impl Holders {
+    /// The first holder (the one that has held it longest).
+    pub fn first(&self) -> Option<&HeldBy> {
+        match self {
+            Holders::One(h) => Some(h),
+            Holders::Many(all) => all.first(),
+        }
+    }
 }
 
 /// The current holder of a key, as others see it (never its lease id).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct HeldBy {
     pub owner: String,
+    #[serde(default)]
+    pub mode: LockMode,
+    /// The key's slots, for a counting key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
     pub provider: Option<String>,
     pub fencing_token: u64,
     pub acquired_at: String,
@@ -67,6 +119,10 @@ pub struct Lease {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
     pub owner: String,
+    #[serde(default)]
+    pub mode: LockMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
     pub provider: Option<String>,
     pub fencing_token: u64,
     pub acquired_at: String,
@@ -85,7 +141,8 @@ pub enum AcquireResult {
     AlreadyHeld(Lease),
     Busy {
         resource_key: String,
-        held_by: HeldBy,
+        /// The holder, or (for a key that can have several) every holder.
+        held_by: Holders,
         /// The held key that conflicts: the same key, an enclosing `dir:`, or one inside it.
         conflicting_key: String,
     },
@@ -168,7 +225,8 @@ pub enum StatusResult {
     },
     Held {
         resource_key: String,
-        held_by: HeldBy,
+        /// The holder, or (for a key that can have several) every holder.
+        held_by: Holders,
         conflicting_key: String,
     },
 }

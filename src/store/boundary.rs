@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter};
-use crate::protocol::locks::Previous;
+use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
 
@@ -139,6 +139,9 @@ pub struct LeaseRow {
     pub holder_connection: Option<u64>,
     /// The token the lease was obtained with (None: a Unix-socket admin connection).
     pub token_id: Option<String>,
+    pub mode: LockMode,
+    /// The key's slots, for a counting key.
+    pub slots: Option<u64>,
 }
 
 /// A new lease to store.
@@ -159,6 +162,8 @@ pub struct NewLease<'a> {
     pub token_id: Option<&'a str>,
     /// The session the lease ends with.
     pub session_id: Option<&'a str>,
+    pub mode: LockMode,
+    pub slots: Option<u64>,
 }
 
 /// How a lease ended, kept per key for the next holder (`previous`).
@@ -171,22 +176,24 @@ pub struct LeaseEnd<'a> {
     pub note: Option<&'a str>,
 }
 
-/// Resource-lock leases and the last outcome of each key. Lookups by key and by path; the
-/// conflict rule (which leases exclude which) is `methods::locks`'s.
+/// Resource-lock leases and the last outcome of each key. Lookups by lease, by key and by
+/// path (`exclusive_only`: only exclusive leases count); the conflict rule (which leases
+/// exclude which) is `methods::locks`'s.
 pub trait Leases {
-    /// The lease on exactly this key.
-    fn lease(&self, resource_key: &str) -> Result<Option<LeaseRow>>;
+    /// Every lease on exactly this key, oldest first.
+    fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>>;
+    fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>>;
     /// A lease on any key with this path.
-    fn lease_on_path(&self, path: &str) -> Result<Option<LeaseRow>>;
+    fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
     /// A `dir:` lease whose path is exactly `path`.
-    fn dir_lease_at(&self, path: &str) -> Result<Option<LeaseRow>>;
+    fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
     /// A lease on a path strictly inside `path/`.
-    fn lease_inside(&self, path: &str) -> Result<Option<LeaseRow>>;
+    fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
     /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
     fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()>;
-    fn extend_lease(&self, resource_key: &str, expires_at: i64) -> Result<()>;
-    fn delete_lease(&self, resource_key: &str) -> Result<()>;
+    fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()>;
+    fn delete_lease(&self, lease_id: &str) -> Result<()>;
     /// How the last lease on `key` ended.
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;

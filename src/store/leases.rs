@@ -6,11 +6,11 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::clock::format_ms;
 use crate::error::Result;
-use crate::protocol::locks::Previous;
+use crate::protocol::locks::{LockMode, Previous};
 
 use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id";
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
 
 fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     Ok(LeaseRow {
@@ -24,6 +24,11 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         metadata: r.get(7)?,
         holder_connection: r.get(8)?,
         token_id: r.get(9)?,
+        mode: match r.get_ref(10)?.as_str()? {
+            "shared" => LockMode::Shared,
+            _ => LockMode::Exclusive,
+        },
+        slots: r.get(11)?,
     })
 }
 
@@ -36,24 +41,41 @@ fn first(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Op
 }
 
 impl Leases for Connection {
-    fn lease(&self, resource_key: &str) -> Result<Option<LeaseRow>> {
-        first(self, "WHERE resource_key = ?1", [resource_key])
+    fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>> {
+        let mut stmt = self.prepare_cached(&format!(
+            "SELECT {LEASE_COLUMNS} FROM locks WHERE resource_key = ?1 ORDER BY fencing_token"
+        ))?;
+        let rows = stmt.query_map([resource_key], lease_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn lease_on_path(&self, path: &str) -> Result<Option<LeaseRow>> {
-        first(self, "WHERE path = ?1 LIMIT 1", [path])
+    fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>> {
+        first(self, "WHERE lease_id = ?1", [lease_id])
     }
 
-    fn dir_lease_at(&self, path: &str) -> Result<Option<LeaseRow>> {
-        first(self, "WHERE path = ?1 AND kind = 'dir' LIMIT 1", [path])
+    fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
+        first(
+            self,
+            "WHERE path = ?1 AND (?2 = 0 OR mode = 'exclusive') LIMIT 1",
+            params![path, exclusive_only],
+        )
     }
 
-    fn lease_inside(&self, path: &str) -> Result<Option<LeaseRow>> {
+    fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
+        first(
+            self,
+            "WHERE path = ?1 AND kind = 'dir' AND (?2 = 0 OR mode = 'exclusive') LIMIT 1",
+            params![path, exclusive_only],
+        )
+    }
+
+    fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
         // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
         first(
             self,
-            "WHERE path > ?1 AND path < ?2 AND path IS NOT NULL LIMIT 1",
-            params![format!("{path}/"), format!("{path}0")],
+            "WHERE path > ?1 AND path < ?2 AND path IS NOT NULL AND (?3 = 0 OR mode = 'exclusive')
+             LIMIT 1",
+            params![format!("{path}/"), format!("{path}0"), exclusive_only],
         )
     }
 
@@ -72,8 +94,8 @@ impl Leases for Connection {
         self.prepare_cached(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
                                 acquired_at, expires_at, metadata, holder_connection, token_id,
-                                session_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                session_id, mode, slots)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?
         .execute(params![
             l.resource_key,
@@ -88,20 +110,22 @@ impl Leases for Connection {
             l.metadata,
             l.holder_connection,
             l.token_id,
-            l.session_id
+            l.session_id,
+            l.mode.as_str(),
+            l.slots
         ])?;
         Ok(())
     }
 
-    fn extend_lease(&self, resource_key: &str, expires_at: i64) -> Result<()> {
-        self.prepare_cached("UPDATE locks SET expires_at = ?2 WHERE resource_key = ?1")?
-            .execute(params![resource_key, expires_at])?;
+    fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
+        self.prepare_cached("UPDATE locks SET expires_at = ?2 WHERE lease_id = ?1")?
+            .execute(params![lease_id, expires_at])?;
         Ok(())
     }
 
-    fn delete_lease(&self, resource_key: &str) -> Result<()> {
-        self.prepare_cached("DELETE FROM locks WHERE resource_key = ?1")?
-            .execute([resource_key])?;
+    fn delete_lease(&self, lease_id: &str) -> Result<()> {
+        self.prepare_cached("DELETE FROM locks WHERE lease_id = ?1")?
+            .execute([lease_id])?;
         Ok(())
     }
 

@@ -17,6 +17,7 @@ mod net;
 mod remote;
 mod remote_clients;
 mod scopes;
+mod shared_locks;
 mod state;
 mod subscribe;
 mod tasks;

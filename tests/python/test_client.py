@@ -319,3 +319,22 @@ def test_one_client_shared_by_threads_keeps_every_answer_with_its_call(daemon: D
             t.join()
         assert not failures, failures
         assert shared.metrics()["records"]["live"] == 800
+
+
+def test_shared_locks_and_slots(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c, Client(daemon.socket) as other:
+        with c.lock("artifact:schema", owner="reader-a", mode="shared"):
+            with other.lock("artifact:schema", owner="reader-b", mode="shared") as b:
+                assert b.raw["mode"] == "shared"
+                with pytest.raises(baton.LockBusyError) as busy:
+                    with other.lock("artifact:schema", owner="writer"):
+                        pass
+                assert [h["owner"] for h in busy.value.holders] == ["reader-a", "reader-b"]
+                assert busy.value.held_by["owner"] == "reader-a"
+        with c.lock("tool:build", owner="ci-1", slots=2), other.lock("tool:build", owner="ci-2", slots=2):
+            with pytest.raises(baton.LockBusyError):
+                with other.lock("tool:build", owner="ci-3", slots=2):
+                    pass
+            with pytest.raises(baton.InvalidError):
+                with other.lock("tool:build", owner="ci-3", slots=5):
+                    pass

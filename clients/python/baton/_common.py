@@ -304,6 +304,8 @@ def lock_params(
     metadata: Any,
     provider: Optional[str],
     release_on_disconnect: Optional[bool],
+    mode: Optional[str] = None,
+    slots: Optional[int] = None,
 ) -> Dict[str, Any]:
     """AcquireResourceLock params; no owner means default_owner()."""
     return drop_none(
@@ -314,6 +316,8 @@ def lock_params(
         metadata=metadata,
         provider=provider,
         release_on_disconnect=release_on_disconnect,
+        mode=mode,
+        slots=slots,
     )
 
 
@@ -430,10 +434,14 @@ def heartbeat_interval(ttl_secs: int) -> float:
 
 def busy_error(r: Dict[str, Any]) -> LockBusyError:
     """The error for an AcquireResourceLock answer with status busy."""
-    held = r.get("held_by") or {}
+    held_by = r.get("held_by") or {}
+    # A key that can have several holders (shared, slots) lists them all.
+    holders = held_by if isinstance(held_by, list) else [held_by]
+    held = holders[0] if holders else {}
+    owners = ", ".join(str(h.get("owner")) for h in holders)
     via = r.get("conflicting_key")
     return LockBusyError(
-        f"{r['resource_key']} is held by {held.get('owner')} until {held.get('expires_at')}"
+        f"{r['resource_key']} is held by {owners} until {held.get('expires_at')}"
         + (f" (via {via})" if via not in (None, r["resource_key"]) else "")
         + "; wait (wait_ms) or try later",
         kind="busy",

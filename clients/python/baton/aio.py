@@ -183,6 +183,8 @@ class AsyncClient:
         metadata: Any = None,
         provider: Optional[str] = None,
         release_on_disconnect: Optional[bool] = None,
+        mode: Optional[str] = None,
+        slots: Optional[int] = None,
     ) -> Dict[str, Any]:
         return await self._dict(
             "AcquireResourceLock",
@@ -194,6 +196,8 @@ class AsyncClient:
                 metadata=metadata,
                 provider=provider,
                 release_on_disconnect=release_on_disconnect,
+                mode=mode,
+                slots=slots,
             ),
         )
 
@@ -299,9 +303,11 @@ class AsyncClient:
         ttl_secs: int = 60,
         wait_ms: Optional[int] = None,
         metadata: Any = None,
+        mode: Optional[str] = None,
+        slots: Optional[int] = None,
     ) -> "AsyncHeldLock":
         """`async with client.lock(key) as lease:`; see Client.lock."""
-        return AsyncHeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata)
+        return AsyncHeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, mode, slots)
 
     # -- tasks -----------------------------------------------------------------------
 
@@ -516,16 +522,21 @@ class _AsyncHeartbeat:
 
 class AsyncHeldLock:
     def __init__(
-        self, client: AsyncClient, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any
+        self, client: AsyncClient, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any,
+        mode: Optional[str] = None, slots: Optional[int] = None,
     ) -> None:
         self._client = client
         self._args = (resource_key, owner, ttl_secs, wait_ms, metadata)
+        self._shape = (mode, slots)
         self._beat: Optional[_AsyncHeartbeat] = None
         self.lease: Optional[Lease] = None
 
     async def __aenter__(self) -> Lease:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
-        r = await self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
+        mode, slots = self._shape
+        r = await self._client.acquire_lock(
+            resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata, mode=mode, slots=slots
+        )
         refused = _common.refusal(r)
         if refused is not None:
             raise refused

@@ -227,8 +227,12 @@ class Client:
         metadata: Any = None,
         provider: Optional[str] = None,
         release_on_disconnect: Optional[bool] = None,
+        mode: Optional[str] = None,
+        slots: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """The raw answer: status acquired / already_held (with lease_id on the acquiring connection) or busy (held_by)."""
+        """The raw answer: status acquired / already_held (with lease_id on the acquiring
+        connection) or busy (held_by). `mode`: exclusive (default) or shared (readers
+        together); `slots`: a counting key's number of holders."""
         return self._dict(
             "AcquireResourceLock",
             _common.lock_params(
@@ -239,6 +243,8 @@ class Client:
                 metadata=metadata,
                 provider=provider,
                 release_on_disconnect=release_on_disconnect,
+                mode=mode,
+                slots=slots,
             ),
         )
 
@@ -281,13 +287,15 @@ class Client:
         ttl_secs: int = 60,
         wait_ms: Optional[int] = None,
         metadata: Any = None,
+        mode: Optional[str] = None,
+        slots: Optional[int] = None,
     ) -> "HeldLock":
         """`with client.lock("file:src/lib.rs") as lease:` acquires (waiting up to
         `wait_ms`, else LockBusyError), heartbeats every ttl/3 on a connection of its own,
         and releases with `lease.outcome` at the end (`abandoned` if the block raised).
         If a heartbeat finds the lease gone, `lease.lost` is set, `lease.check()` raises,
         and leaving the block raises LeaseLostError."""
-        return HeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata)
+        return HeldLock(self, resource_key, owner or _common.default_owner(), ttl_secs, wait_ms, metadata, mode, slots)
 
     # -- agents and inboxes ----------------------------------------------------------
 
@@ -535,16 +543,21 @@ class HeldLock:
     """The context manager `Client.lock()` returns."""
 
     def __init__(
-        self, client: Client, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any
+        self, client: Client, resource_key: str, owner: str, ttl_secs: int, wait_ms: Optional[int], metadata: Any,
+        mode: Optional[str] = None, slots: Optional[int] = None,
     ) -> None:
         self._client = client
         self._args = (resource_key, owner, ttl_secs, wait_ms, metadata)
+        self._shape = (mode, slots)
         self._beat: Optional[_Heartbeat] = None
         self.lease: Optional[Lease] = None
 
     def __enter__(self) -> Lease:
         resource_key, owner, ttl_secs, wait_ms, metadata = self._args
-        r = self._client.acquire_lock(resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata)
+        mode, slots = self._shape
+        r = self._client.acquire_lock(
+            resource_key, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, metadata=metadata, mode=mode, slots=slots
+        )
         refused = _common.refusal(r)
         if refused is not None:
             raise refused

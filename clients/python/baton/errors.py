@@ -139,7 +139,15 @@ class LockBusyError(BatonError):
 
     @property
     def held_by(self) -> Dict[str, Any]:
-        return dict(self.data.get("held_by") or {})
+        """The holder (the first one, for a key with several: see `holders`)."""
+        holders = self.holders
+        return holders[0] if holders else {}
+
+    @property
+    def holders(self) -> List[Dict[str, Any]]:
+        """Every holder in the way (several for shared keys and slots)."""
+        held_by = self.data.get("held_by") or []
+        return [dict(h) for h in (held_by if isinstance(held_by, list) else [held_by])]
 
 
 class LeaseLostError(BatonError):

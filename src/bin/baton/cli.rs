@@ -197,6 +197,12 @@ pub enum LockCommand {
         /// JSON metadata shown to others
         #[arg(long, value_name = "JSON")]
         metadata: Option<String>,
+        /// Hold it beside other shared holders (readers); an exclusive holder excludes them
+        #[arg(long)]
+        shared: bool,
+        /// A counting key: up to N holders at once (every holder names the same N)
+        #[arg(long, value_name = "N")]
+        slots: Option<u64>,
     },
     /// End a lease and say what happened
     Release {

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::json;
 
 use baton::client::{CallError, Connection, Target};
-use baton::protocol::locks::StatusResult;
+use baton::protocol::locks::{HeldBy, Holders, StatusResult};
 
 use crate::failure::Failure;
 
@@ -80,9 +80,14 @@ pub async fn check(
         else {
             continue;
         };
-        if Some(held_by.owner.as_str()) == owner {
+        // Held only by the asker (alone, or among shared holders): its own claim.
+        let all: Vec<&HeldBy> = match &held_by {
+            Holders::One(h) => vec![h],
+            Holders::Many(all) => all.iter().collect(),
+        };
+        let Some(held_by) = all.into_iter().find(|h| Some(h.owner.as_str()) != owner) else {
             continue;
-        }
+        };
         let through = if conflicting_key == resource_key {
             String::new()
         } else {

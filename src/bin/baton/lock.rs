@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 
 use baton::client::{read, Connection};
 use baton::protocol::locks::{
-    AcquireResult, HeartbeatResult, ListResourceLocksResult, Outcome as LeaseOutcome, StatusResult,
+    AcquireResult, HeartbeatResult, Holders, ListResourceLocksResult, Outcome as LeaseOutcome,
+    StatusResult,
 };
 
 use crate::cli::{default_owner, params, parse_json, LockCommand};
@@ -20,6 +21,18 @@ struct Released {
     outcome: LeaseOutcome,
 }
 
+/// Who holds a key, for a line of text: the owner, or every owner of a shared key.
+fn holder_names(held_by: &Holders) -> String {
+    match held_by {
+        Holders::One(h) => text(&h.owner),
+        Holders::Many(all) => all
+            .iter()
+            .map(|h| text(&h.owner))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Outcome {
     match command {
         LockCommand::Acquire {
@@ -28,6 +41,8 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             ttl,
             wait,
             metadata,
+            shared,
+            slots,
         } => {
             let metadata = metadata.map(|m| parse_json("--metadata", &m)).transpose()?;
             let result = conn
@@ -39,6 +54,8 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                         ("ttl_secs", ttl.map(Value::from)),
                         ("wait_ms", wait.map(Value::from)),
                         ("metadata", metadata),
+                        ("mode", shared.then_some(json!("shared"))),
+                        ("slots", slots.map(Value::from)),
                     ]),
                 )
                 .await?;
@@ -67,8 +84,8 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     "{}: {} is held by {} until {}{}; retry later or wait with --wait MS",
                     out.status("busy"),
                     text(resource_key),
-                    text(&held_by.owner),
-                    text(&held_by.expires_at),
+                    holder_names(held_by),
+                    held_by.first().map_or("-", |h| h.expires_at.as_str()),
                     if conflicting_key != resource_key {
                         format!(" (via {conflicting_key})")
                     } else {
@@ -149,9 +166,9 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                 StatusResult::Held { held_by, .. } => println!(
                     "{} {key}  by {}  since {}  until {}",
                     out.status("held"),
-                    text(&held_by.owner),
-                    text(&held_by.acquired_at),
-                    text(&held_by.expires_at)
+                    holder_names(held_by),
+                    held_by.first().map_or("-", |h| h.acquired_at.as_str()),
+                    held_by.first().map_or("-", |h| h.expires_at.as_str())
                 ),
                 StatusResult::Available { previous: None, .. } => {
                     println!("{} {key}", out.status("available"))

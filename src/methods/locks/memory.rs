@@ -13,6 +13,7 @@ use super::super::schedule::Schedule;
 use super::super::writer::{Reply, ReplyTx};
 use crate::store::boundary::Leases;
 
+use super::conflicts::Want;
 use super::rules::AcquireRequest;
 
 /// What a lock lease carries beside its id and deadline.
@@ -62,6 +63,14 @@ impl Wait {
         }
     }
 
+    /// How it wants the key: a watcher waits until an exclusive acquire would succeed.
+    pub(super) fn want(&self) -> Want {
+        match self {
+            Wait::Acquire(w) => w.request.want,
+            Wait::Watch(_) => Want::EXCLUSIVE,
+        }
+    }
+
     pub(super) fn connection(&self) -> u64 {
         match self {
             Wait::Acquire(w) => w.request.connection,
@@ -84,13 +93,15 @@ impl Wait {
     }
 }
 
-/// Leases and queues, keyed by resource key.
+/// Leases, keyed by lease id (a key may have several holders), and queues, keyed by
+/// resource key.
 pub(super) type Locks = Schedule<String, Holder, Queue, String, Wait>;
 
 /// The writer's in-memory lock state.
 #[derive(Default)]
 pub struct LockState {
     pub(super) schedule: Locks,
+    /// The `release_on_disconnect` leases of each connection, by lease id.
     pub(super) by_connection: HashMap<u64, HashSet<String>>,
 }
 
@@ -102,27 +113,30 @@ impl LockState {
 
     pub(super) fn track(
         &mut self,
-        key: String,
         lease_id: String,
         deadline: Duration,
         connection: Option<u64>,
         acquired_on: u64,
     ) {
         if let Some(c) = connection {
-            self.by_connection.entry(c).or_default().insert(key.clone());
+            self.by_connection
+                .entry(c)
+                .or_default()
+                .insert(lease_id.clone());
         }
         let holder = Holder {
             connection,
             acquired_on,
         };
-        self.schedule.track(key, lease_id, deadline, holder);
+        self.schedule
+            .track(lease_id.clone(), lease_id, deadline, holder);
     }
 
-    pub(super) fn forget(&mut self, key: &str) {
-        if let Some(lease) = self.schedule.forget(key) {
+    pub(super) fn forget(&mut self, lease_id: &str) {
+        if let Some(lease) = self.schedule.forget(lease_id) {
             if let Some(c) = lease.data.connection {
                 if let Some(keys) = self.by_connection.get_mut(&c) {
-                    keys.remove(key);
+                    keys.remove(lease_id);
                     if keys.is_empty() {
                         self.by_connection.remove(&c);
                     }
@@ -157,13 +171,7 @@ impl LockState {
             let remaining = Duration::from_millis((row.expires_at - now_ms).max(0) as u64);
             let on = acquired_on.get(&row.lease_id).copied().unwrap_or(0);
             let deadline = mono_now + remaining;
-            self.track(
-                row.resource_key,
-                row.lease_id,
-                deadline,
-                row.holder_connection,
-                on,
-            );
+            self.track(row.lease_id, deadline, row.holder_connection, on);
         }
         Ok(())
     }

@@ -4,6 +4,9 @@
 //! waiter queues and the expiry deadlines. This file checks params; the rules are in
 //! `rules`, the writer's memory of locks in `memory`.
 
+mod conflicts;
+
+pub use conflicts::Want;
 mod memory;
 pub mod rules;
 
@@ -22,6 +25,8 @@ use super::{write, write_or_wait, Ctx, Method, Plan};
 pub const MAX_TTL_SECS: u64 = 7 * 24 * 3600;
 /// Longest wait a client may ask for: one hour.
 pub const MAX_WAIT_MS: u64 = 3_600_000;
+/// Most holders a counting key may admit.
+pub const MAX_SLOTS: u64 = 1000;
 
 fn key(cx: &Ctx<'_>, raw: &str) -> Result<ResourceKey> {
     canonicalize(raw, &cx.app.config.workspace)
@@ -78,10 +83,23 @@ impl Method for AcquireResourceLockParams {
                 "wait_ms is {wait_ms}; it must be at most {MAX_WAIT_MS}"
             )));
         }
+        if let Some(n) = self.slots {
+            if key.path.is_some() || !(1..=MAX_SLOTS).contains(&n) {
+                return Err(Error::invalid_params(
+                    "slots",
+                    format!("slots must be 1 to {MAX_SLOTS}, on a key outside file: and dir: (e.g. tool:cargo-build)"),
+                ));
+            }
+        }
+        let want = Want {
+            mode: self.mode.unwrap_or_default(),
+            slots: self.slots,
+        };
         cx.connection.mark_lock_user();
         let request = rules::AcquireRequest {
             key,
             owner,
+            want,
             provider: self.provider,
             ttl_ms,
             metadata,

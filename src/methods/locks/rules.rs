@@ -17,17 +17,18 @@ use serde_json::value::RawValue;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::locks::{
-    AcquireResult, HeartbeatResult, HeldBy, Lease, ListResourceLocksResult, LockEntry, Outcome,
-    Previous, ReleaseResult, StatusResult, WaitResult,
+    AcquireResult, HeartbeatResult, HeldBy, Holders, Lease, ListResourceLocksResult, LockEntry,
+    Outcome, Previous, ReleaseResult, StatusResult, WaitResult,
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
-use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewEvent, NewLease};
+use crate::store::boundary::{LeaseEnd, LeaseRow, NewEvent, NewLease};
 
 use super::super::journal::append;
 use super::super::schedule::Due;
 use super::super::writer::{Reply, Served, WriteCtx};
 use super::super::Presented;
+use super::conflicts::{blockers, Blockers, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
 
 fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
@@ -41,6 +42,8 @@ fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
 fn held_by(row: &LeaseRow, now_ms: i64) -> Result<HeldBy> {
     Ok(HeldBy {
         owner: row.owner.clone(),
+        mode: row.mode,
+        slots: row.slots,
         provider: row.provider.clone(),
         fencing_token: row.fencing_token,
         acquired_at: format_ms(row.acquired_at),
@@ -56,6 +59,8 @@ fn lease(row: &LeaseRow, now_ms: i64, previous: Option<Previous>) -> Result<Leas
         resource_key: row.resource_key.clone(),
         lease_id: Some(row.lease_id.clone()),
         owner: row.owner.clone(),
+        mode: row.mode,
+        slots: row.slots,
         provider: row.provider.clone(),
         fencing_token: row.fencing_token,
         acquired_at: format_ms(row.acquired_at),
@@ -66,34 +71,30 @@ fn lease(row: &LeaseRow, now_ms: i64, previous: Option<Previous>) -> Result<Leas
     })
 }
 
-/// A held lease that conflicts with `key`: the key itself, a lease on the same path, an
-/// enclosing `dir:`, or (for a `dir:`) anything inside it. Point and range lookups: the
-/// cost grows with the path's depth, not with the number of locks.
-fn conflicting(leases: &dyn Leases, key: &ResourceKey) -> Result<Option<LeaseRow>> {
-    if let Some(row) = leases.lease(&key.key)? {
-        return Ok(Some(row));
+/// Who is in the way, as answers show it: the holder, or every holder of a key that can
+/// have several.
+fn holders(blockers: &Blockers, now_ms: i64) -> Result<Holders> {
+    if blockers.many {
+        let all = blockers
+            .rows
+            .iter()
+            .map(|row| held_by(row, now_ms))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(Holders::Many(all));
     }
-    let Some(path) = key.path.as_deref() else {
-        return Ok(None);
-    };
-    if let Some(row) = leases.lease_on_path(path)? {
-        return Ok(Some(row));
-    }
-    for ancestor in key.ancestors() {
-        if let Some(row) = leases.dir_lease_at(ancestor)? {
-            return Ok(Some(row));
-        }
-    }
-    if key.is_dir() {
-        return leases.lease_inside(path);
-    }
-    Ok(None)
+    let first = blockers
+        .rows
+        .first()
+        .ok_or_else(|| Error::Internal("a conflict with no holder".into()))?;
+    Ok(Holders::One(held_by(first, now_ms)?))
 }
 
 /// An acquisition, as the writer needs it.
 pub struct AcquireRequest {
     pub key: ResourceKey,
     pub owner: String,
+    /// The mode and slots it asks for.
+    pub want: Want,
     pub provider: Option<String>,
     pub ttl_ms: u64,
     /// JSON text.
@@ -117,7 +118,7 @@ pub struct ReleaseRequest {
 fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
     let mut data = serde_json::Map::new();
     data.insert("resource_key".into(), key.into());
-    let holder = ctx.leases().lease(key)?;
+    let holder = ctx.leases().holders(key)?.into_iter().next();
     let next = match &holder {
         Some(row) => {
             data.insert(
@@ -146,7 +147,7 @@ fn end_lease(
     moved_to: Option<&str>,
     note: Option<&str>,
 ) -> Result<()> {
-    ctx.leases().delete_lease(&row.resource_key)?;
+    ctx.leases().delete_lease(&row.lease_id)?;
     ctx.leases().record_end(&LeaseEnd {
         resource_key: &row.resource_key,
         outcome,
@@ -177,7 +178,7 @@ fn end_lease(
             ..NewEvent::default()
         },
     )?;
-    ctx.locks.forget(&row.resource_key);
+    ctx.locks.forget(&row.lease_id);
     Ok(())
 }
 
@@ -186,32 +187,28 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut ended = false;
     while let Some(due) = ctx.locks.schedule.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease(key) => match ctx.leases().lease(&key)? {
-                Some(row)
-                    if ctx
-                        .locks
-                        .schedule
-                        .lease(&key)
-                        .is_some_and(|l| l.lease_id == row.lease_id) =>
-                {
+            Due::Lease(lease_id) => match ctx.leases().lease_by_id(&lease_id)? {
+                Some(row) => {
                     end_lease(ctx, &row, "expired", None, None)?;
                     ended = true;
                 }
-                _ => ctx.locks.forget(&key),
+                None => ctx.locks.forget(&lease_id),
             },
             Due::Wait(Wait::Acquire(waiter)) => {
-                let answer = match conflicting(ctx.leases(), &waiter.request.key)? {
-                    Some(row) => busy(&waiter.request.key, &row, ctx.now_ms),
+                let request = &waiter.request;
+                let answer = match blockers(ctx.leases(), &request.key, request.want) {
+                    Ok(Some(b)) => busy(&request.key, &b, ctx.now_ms),
                     // Freed in this same instant: the waiter gets it.
-                    None => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
+                    Ok(None) => grant(ctx, request).and_then(|r| reply(&r)),
+                    Err(refused) => Err(refused),
                 };
                 ctx.deferred.push((waiter.reply, answer));
             }
             Due::Wait(Wait::Watch(w)) => {
-                let answer = match conflicting(ctx.leases(), &w.key)? {
-                    Some(row) => reply(&WaitResult::Timeout {
+                let answer = match blockers(ctx.leases(), &w.key, Want::EXCLUSIVE)? {
+                    Some(b) => reply(&WaitResult::Timeout {
                         resource_key: w.key.key.clone(),
-                        held_by: held_by(&row, ctx.now_ms)?,
+                        held_by: held_by(&b.rows[0], ctx.now_ms)?,
                         waited_ms: waited_ms(ctx, w.started),
                     }),
                     None => wait_available(ctx, &w),
@@ -239,11 +236,15 @@ fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
     })
 }
 
-fn busy(key: &ResourceKey, row: &LeaseRow, now_ms: i64) -> Result<Reply> {
-    reply(&AcquireResult::Busy {
+fn busy(key: &ResourceKey, blockers: &Blockers, now_ms: i64) -> Result<Reply> {
+    reply(&busy_result(key, blockers, now_ms)?)
+}
+
+fn busy_result(key: &ResourceKey, blockers: &Blockers, now_ms: i64) -> Result<AcquireResult> {
+    Ok(AcquireResult::Busy {
         resource_key: key.key.clone(),
-        held_by: held_by(row, now_ms)?,
-        conflicting_key: row.resource_key.clone(),
+        held_by: holders(blockers, now_ms)?,
+        conflicting_key: blockers.conflicting_key.clone(),
     })
 }
 
@@ -267,6 +268,8 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         holder_connection,
         token_id: request.token_id.as_deref(),
         session_id: request.session.as_ref().map(|s| s.lease_id.as_str()),
+        mode: request.want.mode,
+        slots: request.want.slots,
     })?;
     // The lease id is the holder's secret: the event carries the owner and fencing token only.
     let data =
@@ -286,7 +289,6 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
     )?;
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
     ctx.locks.track(
-        request.key.key.clone(),
         lease_id.clone(),
         deadline,
         holder_connection,
@@ -303,6 +305,8 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         metadata: request.metadata.clone(),
         holder_connection,
         token_id: request.token_id.clone(),
+        mode: request.want.mode,
+        slots: request.want.slots,
     };
     let previous = ctx.leases().previous(&request.key.key)?;
     Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
@@ -320,40 +324,38 @@ pub fn acquire(
             request.owner = session.name;
         }
     }
-    if let Some(row) = ctx.leases().lease(&request.key.key)? {
-        if row.owner == request.owner {
-            let previous = ctx.leases().previous(&row.resource_key)?;
-            let mut lease = lease(&row, ctx.now_ms, previous)?;
-            // Anyone can say an owner's name; only the connection that acquired the lease
-            // is shown its id again.
-            let same_connection = ctx
-                .locks
-                .schedule
-                .lease(&row.resource_key)
-                .is_some_and(|l| l.data.acquired_on == request.connection);
-            if !same_connection {
-                lease.lease_id = None;
-            }
-            return Ok(Served::Now(AcquireResult::AlreadyHeld(lease)));
+    let holders = ctx.leases().holders(&request.key.key)?;
+    if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {
+        let previous = ctx.leases().previous(&row.resource_key)?;
+        let mut lease = lease(&row, ctx.now_ms, previous)?;
+        // Anyone can say an owner's name; only the connection that acquired the lease
+        // is shown its id again.
+        let same_connection = ctx
+            .locks
+            .schedule
+            .lease(&row.lease_id)
+            .is_some_and(|l| l.data.acquired_on == request.connection);
+        if !same_connection {
+            lease.lease_id = None;
         }
+        return Ok(Served::Now(AcquireResult::AlreadyHeld(lease)));
     }
     // Waiters queued before this caller go first: serve them before judging this request.
-    if ctx
-        .locks
-        .schedule
-        .has_queue(Queue::Acquire, &request.key.key)
-    {
+    let key = request.key.key.clone();
+    if ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
         serve_waiters(ctx)?;
     }
-    let Some(row) = conflicting(ctx.leases(), &request.key)? else {
+    let mut in_the_way = blockers(ctx.leases(), &request.key, request.want)?;
+    // Someone still queued (an exclusive request behind shared holders) keeps later
+    // requests behind it, whatever they ask for: no writer starves.
+    if in_the_way.is_none() && ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
+        in_the_way = blockers(ctx.leases(), &request.key, Want::EXCLUSIVE)?;
+    }
+    let Some(in_the_way) = in_the_way else {
         return grant(ctx, &request).map(Served::Now);
     };
     if wait_ms == 0 {
-        return Ok(Served::Now(AcquireResult::Busy {
-            resource_key: request.key.key.clone(),
-            held_by: held_by(&row, ctx.now_ms)?,
-            conflicting_key: row.resource_key.clone(),
-        }));
+        return busy_result(&request.key, &in_the_way, ctx.now_ms).map(Served::Now);
     }
     let Some(reply) = ctx.take_reply() else {
         return Err(Error::Internal(
@@ -361,7 +363,6 @@ pub fn acquire(
         ));
     };
     let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
-    let key = request.key.key.clone();
     let waiter = Wait::Acquire(Waiter { request, reply });
     ctx.locks
         .schedule
@@ -391,13 +392,18 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 queues.remove_queue(Queue::Acquire, &key);
                 break;
             };
-            if conflicting(leases, front.key())?.is_some() {
+            let judged = blockers(leases, front.key(), front.want());
+            if matches!(judged, Ok(Some(_))) {
                 break;
             }
             let Some(Wait::Acquire(waiter)) = queues.pop_front(Queue::Acquire, &key) else {
                 break;
             };
-            let answer = grant(ctx, &waiter.request).and_then(|r| reply(&r));
+            let answer = match judged {
+                // Its slots no longer match the key's: told why, it leaves the queue.
+                Err(refused) => Err(refused),
+                Ok(_) => grant(ctx, &waiter.request).and_then(|r| reply(&r)),
+            };
             ctx.deferred.push((waiter.reply, answer));
         }
     }
@@ -415,7 +421,7 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             queues.remove_queue(Queue::Watch, &key);
             continue;
         };
-        if conflicting(leases, front.key())?.is_some() {
+        if blockers(leases, front.key(), Want::EXCLUSIVE)?.is_some() {
             continue;
         }
         for w in ctx.locks.schedule.remove_queue(Queue::Watch, &key) {
@@ -431,12 +437,15 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
 /// The lease on `key`, if `presented` is it: its id, presented with the token that
 /// obtained it (another token's request gets 410 as if the id did not exist).
 fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -> Result<LeaseRow> {
-    match ctx.leases().lease(&key.key)? {
-        Some(row) if row.lease_id == presented.lease_id && row.token_id == presented.token_id => {
-            Ok(row)
+    match ctx.leases().lease_by_id(&presented.lease_id)? {
+        Some(row) if row.resource_key == key.key && row.token_id == presented.token_id => {
+            return Ok(row)
         }
-        Some(_) => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
-        None => {
+        _ => {}
+    }
+    match ctx.leases().holders(&key.key)?.is_empty() {
+        false => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
+        true => {
             let why = match ctx.leases().previous(&key.key)? {
                 Some(p) if p.outcome == "expired" => "expired",
                 Some(_) => "released",
@@ -455,21 +464,17 @@ pub fn heartbeat(
 ) -> Result<HeartbeatResult> {
     let row = own_lease(ctx, key, presented)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
-    ctx.leases().extend_lease(&key.key, expires_at)?;
+    ctx.leases().extend_lease(&row.lease_id, expires_at)?;
     let (connection, acquired_on) = ctx
         .locks
         .schedule
-        .lease(&key.key)
+        .lease(&row.lease_id)
         .map(|l| (l.data.connection, l.data.acquired_on))
         .unwrap_or_default();
-    ctx.locks.forget(&key.key);
-    ctx.locks.track(
-        key.key.clone(),
-        row.lease_id,
-        ctx.mono_now + Duration::from_millis(ttl_ms),
-        connection,
-        acquired_on,
-    );
+    ctx.locks.forget(&row.lease_id);
+    let deadline = ctx.mono_now + Duration::from_millis(ttl_ms);
+    ctx.locks
+        .track(row.lease_id, deadline, connection, acquired_on);
     Ok(HeartbeatResult {
         resource_key: key.key.clone(),
         expires_at: format_ms(expires_at),
@@ -499,11 +504,11 @@ pub fn release(
 }
 
 pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<StatusResult> {
-    Ok(match conflicting(ctx.leases(), key)? {
-        Some(row) => StatusResult::Held {
+    Ok(match blockers(ctx.leases(), key, Want::EXCLUSIVE)? {
+        Some(b) => StatusResult::Held {
             resource_key: key.key.clone(),
-            held_by: held_by(&row, ctx.now_ms)?,
-            conflicting_key: row.resource_key,
+            held_by: holders(&b, ctx.now_ms)?,
+            conflicting_key: b.conflicting_key,
         },
         None => StatusResult::Available {
             resource_key: key.key.clone(),
@@ -538,8 +543,7 @@ pub fn wait(
     timeout_ms: u64,
     connection: u64,
 ) -> Result<Served<WaitResult>> {
-    let holder = conflicting(ctx.leases(), &key)?;
-    let Some(row) = holder else {
+    let Some(in_the_way) = blockers(ctx.leases(), &key, Want::EXCLUSIVE)? else {
         return Ok(Served::Now(WaitResult::Available {
             previous: ctx.leases().previous(&key.key)?,
             resource_key: key.key,
@@ -549,7 +553,7 @@ pub fn wait(
     if timeout_ms == 0 {
         return Ok(Served::Now(WaitResult::Timeout {
             resource_key: key.key,
-            held_by: held_by(&row, ctx.now_ms)?,
+            held_by: held_by(&in_the_way.rows[0], ctx.now_ms)?,
             waited_ms: 0,
         }));
     }
@@ -587,7 +591,7 @@ pub(crate) fn end_session_leases(ctx: &mut WriteCtx<'_>, session_id: &str) -> Re
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
     ctx.tasks.connection_closed(connection);
     ctx.locks.schedule.retain(|w| w.connection() != connection);
-    let keys: Vec<String> = ctx
+    let lease_ids: Vec<String> = ctx
         .locks
         .by_connection
         .remove(&connection)
@@ -595,8 +599,8 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
         .flatten()
         .collect();
     let mut ended = false;
-    for key in keys {
-        if let Some(row) = ctx.leases().lease(&key)? {
+    for lease_id in lease_ids {
+        if let Some(row) = ctx.leases().lease_by_id(&lease_id)? {
             end_lease(
                 ctx,
                 &row,
@@ -636,13 +640,8 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             )?;
         } else {
             let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
-            ctx.locks.track(
-                row.resource_key,
-                row.lease_id,
-                ctx.mono_now + remaining,
-                None,
-                0,
-            );
+            let deadline = ctx.mono_now + remaining;
+            ctx.locks.track(row.lease_id, deadline, None, 0);
         }
     }
     Ok(())

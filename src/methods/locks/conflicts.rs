@@ -1,0 +1,111 @@
+//! Which leases exclude which. A key may be held by one exclusive lease, by any number of
+//! shared ones, or (a counting key, `slots: N`) by up to N; the `dir:`/`file:` hierarchy
+//! applies mode-wise: a shared `dir:src` lets shared locks inside it be taken and keeps
+//! exclusive ones out, and an exclusive lock conflicts with any lock on an ancestor or a
+//! descendant. Point and range lookups: the cost grows with the path's depth, not with the
+//! number of locks.
+
+use crate::error::{Error, Result};
+use crate::protocol::locks::LockMode;
+use crate::resource_key::ResourceKey;
+use crate::store::boundary::{LeaseRow, Leases};
+
+/// How a request wants to hold its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    pub mode: LockMode,
+    pub slots: Option<u64>,
+}
+
+impl Want {
+    /// What WaitResourceLock and ResourceLockStatus judge by: an exclusive acquire.
+    pub const EXCLUSIVE: Want = Want {
+        mode: LockMode::Exclusive,
+        slots: None,
+    };
+}
+
+/// The leases in the way of a request.
+pub struct Blockers {
+    pub rows: Vec<LeaseRow>,
+    /// The held key that conflicts: the key itself, one on the same path, an enclosing
+    /// `dir:`, or one inside it.
+    pub conflicting_key: String,
+    /// Whether the key can have several holders (shared leases, slots): answers then list
+    /// every holder.
+    pub many: bool,
+}
+
+/// What stands in the way of holding `key` as `want` now; None when nothing does.
+/// A request whose slots do not match the key's is refused (400), naming the key's.
+pub fn blockers(leases: &dyn Leases, key: &ResourceKey, want: Want) -> Result<Option<Blockers>> {
+    let holders = leases.holders(&key.key)?;
+    if let Some(first) = holders.first() {
+        match (first.slots, want.slots) {
+            (Some(n), Some(m)) if n != m => {
+                return Err(Error::Invalid(format!(
+                    "{} is a counting key with {n} slots while it has holders; pass slots: {n}",
+                    key.key
+                )))
+            }
+            (Some(n), None) => {
+                return Err(Error::Invalid(format!(
+                    "{} is a counting key with {n} slots; pass slots: {n}",
+                    key.key
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(Error::Invalid(format!(
+                    "{} is held without slots; acquire it without slots, or once it is free",
+                    key.key
+                )))
+            }
+            _ => {}
+        }
+    }
+    let many = want.mode == LockMode::Shared
+        || want.slots.is_some()
+        || holders
+            .iter()
+            .any(|h| h.mode == LockMode::Shared || h.slots.is_some());
+    let blocked_on_key = match (want.slots, want.mode) {
+        (Some(n), _) => holders.len() as u64 >= n,
+        (None, LockMode::Exclusive) => !holders.is_empty(),
+        (None, LockMode::Shared) => holders.iter().any(|h| h.mode == LockMode::Exclusive),
+    };
+    if blocked_on_key {
+        return Ok(Some(Blockers {
+            rows: holders,
+            conflicting_key: key.key.clone(),
+            many,
+        }));
+    }
+    let Some(path) = key.path.as_deref() else {
+        return Ok(None);
+    };
+    let one = |row: LeaseRow| {
+        Some(Blockers {
+            conflicting_key: row.resource_key.clone(),
+            rows: vec![row],
+            many: false,
+        })
+    };
+    // Shared wants mind only exclusive leases; exclusive wants mind every lease.
+    let exclusive_only = want.mode == LockMode::Shared;
+    if let Some(row) = leases.lease_on_path(path, exclusive_only)? {
+        if row.resource_key != key.key {
+            return Ok(one(row));
+        }
+    }
+    for ancestor in key.ancestors() {
+        if let Some(row) = leases.dir_lease_at(ancestor, exclusive_only)? {
+            return Ok(one(row));
+        }
+    }
+    if key.is_dir() {
+        if let Some(row) = leases.lease_inside(path, exclusive_only)? {
+            return Ok(one(row));
+        }
+    }
+    Ok(None)
+}
