@@ -307,6 +307,7 @@ pub fn catalogue() -> Vec<Tool> {
                 ("task_id", string("Only this task's nodes (any task when absent)."), false),
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 86400 (default: the daemon's node timeout).", 1, MAX_NODE_TTL_SECS), false),
                 ("wait_ms", bounded("If nothing is runnable, wait up to this many milliseconds (at most 3600000) for a node.", 0, MAX_WAIT_MS), false),
+                ("labels", strings("What you can do, e.g. [\"gpu\", \"python\"] (at most 8): you get nodes whose labels are all among these, and nodes without labels."), false),
             ],
             output: output(&["status"], node),
             read_only: false,

@@ -95,6 +95,14 @@ pub struct NodeSpec {
     pub payload: Option<Json>,
     /// How many times the node may be handed out (default 1).
     pub max_attempts: Option<u32>,
+    /// Higher is handed out first (default 0; -1000000 to 1000000); among equals, the one
+    /// runnable longest goes first.
+    #[serde(default)]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    /// Only a worker that has every one of these labels takes the node (e.g. ["gpu"]).
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -135,6 +143,10 @@ pub struct AcquireNextNodeParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
+    /// What this worker can do (at most 8): it takes nodes whose labels are all among these,
+    /// and nodes without labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

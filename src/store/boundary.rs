@@ -211,6 +211,10 @@ pub struct NewNode {
     pub payload: Option<String>,
     pub dependencies: Vec<String>,
     pub max_attempts: u32,
+    /// Higher is handed out first.
+    pub priority: i64,
+    /// The labels a worker must all have, as one key (see `methods::tasks`).
+    pub label_key: String,
 }
 
 /// A new task: its row and every node, in order.
@@ -287,8 +291,15 @@ pub trait Nodes {
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()>;
     /// The task's goal and context (JSON text).
     fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)>;
-    /// The oldest runnable node, of one task or any: (task_id, node_id).
-    fn runnable(&self, task_id: Option<&str>) -> Result<Option<(String, String)>>;
+    /// The runnable node to hand out next, of one task or any, among nodes whose label
+    /// key is one of `label_keys`: the highest priority, then the longest runnable, then
+    /// the one needing the most labels.
+    /// (task_id, node_id).
+    fn runnable(
+        &self,
+        task_id: Option<&str>,
+        label_keys: &[String],
+    ) -> Result<Option<(String, String)>>;
     /// Whether a node of the task is RUNNING.
     fn has_running(&self, task_id: &str) -> Result<bool>;
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>>;

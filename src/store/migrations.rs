@@ -63,6 +63,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_lock_modes",
         sql: include_str!("../../migrations/0010_lock_modes.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_node_priority_labels",
+        sql: include_str!("../../migrations/0011_node_priority_labels.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

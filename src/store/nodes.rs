@@ -74,8 +74,9 @@ impl Nodes for Connection {
         ])?;
         let mut insert = self.prepare_cached(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
-                                state, remaining_deps, runnable_since, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10)",
+                                state, remaining_deps, runnable_since, updated_at, priority,
+                                label_key)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12)",
         )?;
         let mut edge = self.prepare_cached(
             "INSERT INTO node_dependents (task_id, node_id, dependent_id) VALUES (?1, ?2, ?3)",
@@ -91,7 +92,9 @@ impl Nodes for Connection {
                 node.max_attempts,
                 node.dependencies.len() as i64,
                 task.seq,
-                task.at_ms
+                task.at_ms,
+                node.priority,
+                node.label_key
             ])?;
             for dep in &node.dependencies {
                 edge.execute(params![task.task_id, dep, node.node_id])?;
@@ -120,26 +123,51 @@ impl Nodes for Connection {
             .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
-    fn runnable(&self, task_id: Option<&str>) -> Result<Option<(String, String)>> {
-        let found = match task_id {
-            Some(t) => self
-                .prepare_cached(
-                    "SELECT task_id, node_id FROM nodes INDEXED BY nodes_runnable_by_task
-                     WHERE task_id = ?1 AND state = 'PENDING' AND remaining_deps = 0
-                     ORDER BY runnable_since, node_id LIMIT 1",
-                )?
-                .query_row([t], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?,
-            None => self
-                .prepare_cached(
-                    "SELECT task_id, node_id FROM nodes INDEXED BY nodes_runnable
-                     WHERE state = 'PENDING' AND remaining_deps = 0
-                     ORDER BY runnable_since, task_id, node_id LIMIT 1",
-                )?
-                .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?,
-        };
-        Ok(found)
+    fn runnable(
+        &self,
+        task_id: Option<&str>,
+        label_keys: &[String],
+    ) -> Result<Option<(String, String)>> {
+        // The best node of each label set, by index order; then the best of those.
+        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
+        let mut best: Option<Rank> = None;
+        for label_key in label_keys {
+            let found: Option<(i64, i64, String, String)> = match task_id {
+                Some(t) => self
+                    .prepare_cached(
+                        "SELECT priority, runnable_since, task_id, node_id
+                         FROM nodes INDEXED BY nodes_runnable_by_task
+                         WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
+                           AND remaining_deps = 0
+                         ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                    )?
+                    .query_row(params![t, label_key], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()?,
+                None => self
+                    .prepare_cached(
+                        "SELECT priority, runnable_since, task_id, node_id
+                         FROM nodes INDEXED BY nodes_runnable
+                         WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
+                         ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                    )?
+                    .query_row([label_key], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()?,
+            };
+            if let Some((priority, since, task, node)) = found {
+                // Among equals, the node that needs more of the worker's labels: a
+                // specialist's work goes to it before work anyone could do.
+                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
+                let rank = (-priority, since, std::cmp::Reverse(labels), task, node);
+                if best.as_ref().is_none_or(|b| rank < *b) {
+                    best = Some(rank);
+                }
+            }
+        }
+        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {

@@ -592,3 +592,91 @@ fn large_recent_events_are_served_from_the_journal() {
     assert_eq!(recent, stored[stored.len() - 6..].to_vec());
     assert_eq!(recent[0]["data"]["i"], 1, "the oldest of the last six");
 }
+
+#[test]
+fn higher_priority_first_and_labels_pick_the_worker() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [
+            {"id": "low", "priority": -5},
+            {"id": "plain"},
+            {"id": "urgent", "priority": 10},
+            {"id": "gpu-job", "priority": 100, "labels": ["gpu"]},
+            {"id": "gpu-linux", "priority": 50, "labels": ["linux", "gpu"]},
+        ]}),
+    );
+    let take = |client: &mut Client, labels: Value| {
+        let node = client.result(
+            "AcquireNextNode",
+            json!({"task_id": task["task_id"], "lease_owner": "w", "labels": labels}),
+        );
+        node["node_id"].as_str().map(str::to_string)
+    };
+    // A worker without labels never gets a labelled node; among the rest, priority rules.
+    assert_eq!(take(&mut client, json!([])).as_deref(), Some("urgent"));
+    assert_eq!(take(&mut client, json!([])).as_deref(), Some("plain"));
+    // A gpu worker takes the gpu node first (highest priority it may take).
+    assert_eq!(
+        take(&mut client, json!(["gpu"])).as_deref(),
+        Some("gpu-job")
+    );
+    // gpu-linux needs both labels.
+    assert_eq!(take(&mut client, json!(["gpu"])).as_deref(), Some("low"));
+    assert_eq!(take(&mut client, json!(["gpu"])), None);
+    assert_eq!(
+        take(&mut client, json!(["linux", "gpu", "x86"])).as_deref(),
+        Some("gpu-linux")
+    );
+    let bad = client.error(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "a", "priority": 2_000_000}]}),
+    );
+    assert_error(&bad, -32602, "invalid_params");
+    let many = client.error(
+        "AcquireNextNode",
+        json!({"lease_owner": "w", "labels": ["a","b","c","d","e","f","g","h","i"]}),
+    );
+    assert_error(&many, -32602, "invalid_params");
+}
+
+#[test]
+fn a_labelled_waiter_is_not_handed_what_it_cannot_do() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "blocker"}, {"id": "gpu", "labels": ["gpu"], "dependencies": ["blocker"]}, {"id": "cpu", "dependencies": ["blocker"]}]}),
+    );
+    let first = client.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "lease_owner": "w"}),
+    );
+    // A gpu worker waits; a plain worker waits after it.
+    let mut gpu = daemon.client();
+    gpu.send_line(
+        &json!({"id": 1, "method": "AcquireNextNode", "params": {
+        "task_id": task["task_id"], "lease_owner": "g", "labels": ["gpu"], "wait_ms": 60000}})
+        .to_string(),
+    );
+    let mut plain = daemon.client();
+    plain.send_line(
+        &json!({"id": 2, "method": "AcquireNextNode", "params": {
+        "task_id": task["task_id"], "lease_owner": "p", "wait_ms": 60000}})
+        .to_string(),
+    );
+    while client.result("Metrics", json!({}))["node_waiters"] != 2 {
+        std::thread::yield_now();
+    }
+    client.result(
+        "CompleteNode",
+        json!({"task_id": task["task_id"], "node_id": "blocker", "lease_id": first["lease_id"]}),
+    );
+    let got_gpu = gpu.read_line();
+    let got_plain = plain.read_line();
+    // Both nodes are equal in priority and age: the gpu worker, first in line, gets the
+    // one that needs its label, and the plain worker the one anyone can do.
+    assert_eq!(got_gpu["result"]["node_id"], "gpu", "{got_gpu}");
+    assert_eq!(got_plain["result"]["node_id"], "cpu", "{got_plain}");
+}

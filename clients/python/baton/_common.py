@@ -370,10 +370,17 @@ def register_task_params(goal: str, nodes: List[Dict[str, Any]], *, context: Any
 
 
 def acquire_node_params(
-    task_id: Optional[str], owner: Optional[str], *, ttl_secs: Optional[int], wait_ms: Optional[int]
+    task_id: Optional[str],
+    owner: Optional[str],
+    *,
+    ttl_secs: Optional[int],
+    wait_ms: Optional[int],
+    labels: Optional[List[str]] = None,
 ) -> Dict[str, Any]:
     """AcquireNextNode params; no owner means default_owner()."""
-    return drop_none(task_id=task_id, lease_owner=owner or default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms)
+    return drop_none(
+        task_id=task_id, lease_owner=owner or default_owner(), ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels
+    )
 
 
 def _node_lease(node: Node) -> Dict[str, Any]:

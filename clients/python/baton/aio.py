@@ -321,9 +321,13 @@ class AsyncClient:
         *,
         ttl_secs: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        labels: Optional[List[str]] = None,
     ) -> Optional[Node]:
+        """The next runnable node (highest priority first) whose labels are all among
+        `labels`, or None."""
         r = await self.call(
-            "AcquireNextNode", _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            "AcquireNextNode",
+            _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels),
         )
         return Node.from_wire(r) if r else None
 
@@ -361,12 +365,13 @@ class AsyncClient:
         wait_ms: int = 1000,
         max_nodes: Optional[int] = None,
         stop_when_idle: bool = True,
+        labels: Optional[List[str]] = None,
     ) -> int:
         """See Client.run_worker; `handler` may be sync or async."""
         owner = owner or _common.default_owner()
         handled = 0
         while max_nodes is None or handled < max_nodes:
-            node = await self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            node = await self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels)
             if node is None:
                 if stop_when_idle:
                     break

@@ -372,9 +372,13 @@ class Client:
         *,
         ttl_secs: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        labels: Optional[List[str]] = None,
     ) -> Optional[Node]:
+        """The next runnable node (highest priority first) whose labels are all among
+        `labels`, or None."""
         r = self.call(
-            "AcquireNextNode", _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            "AcquireNextNode",
+            _common.acquire_node_params(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels),
         )
         return Node.from_wire(r) if r else None
 
@@ -411,6 +415,7 @@ class Client:
         wait_ms: int = 1000,
         max_nodes: Optional[int] = None,
         stop_when_idle: bool = True,
+        labels: Optional[List[str]] = None,
     ) -> int:
         """Runs nodes until none is left: acquire (waiting up to `wait_ms`), heartbeat
         every ttl/3 while `handler(node)` runs, then CompleteNode with its return value,
@@ -419,7 +424,7 @@ class Client:
         owner = owner or _common.default_owner()
         handled = 0
         while max_nodes is None or handled < max_nodes:
-            node = self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms)
+            node = self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels)
             if node is None:
                 if stop_when_idle:
                     break

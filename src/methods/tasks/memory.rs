@@ -55,11 +55,6 @@ impl TaskState {
         self.schedule.enqueue((), (), Some(deadline), waiter);
     }
 
-    /// The waiting workers, first first.
-    pub(super) fn waiters(&self) -> impl Iterator<Item = &Waiter> {
-        self.schedule.waiters((), &())
-    }
-
     pub(super) fn waiter(&self, index: usize) -> Option<&Waiter> {
         self.schedule.get((), &(), index)
     }

@@ -27,6 +27,10 @@ pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
 /// Longest AcquireNextNode may wait: one hour.
 pub const MAX_WAIT_MS: u64 = 3_600_000;
+/// Node priorities lie within plus or minus this.
+pub const MAX_PRIORITY: i64 = 1_000_000;
+/// Most labels a worker may give (each pick looks at every subset of them).
+pub const MAX_WORKER_LABELS: usize = 8;
 
 /// Checks the value param `field` and hands over its text exactly as the client sent it.
 fn json_text(cx: &Ctx<'_>, field: &str, value: Json) -> Result<String> {
@@ -53,6 +57,69 @@ fn check_id(what: &str, id: &str) -> Result<()> {
         return Err(Error::Invalid(format!("{what} must be 1 to 128 bytes")));
     }
     Ok(())
+}
+
+/// A node's priority, checked.
+fn priority(i: usize, priority: Option<i64>) -> Result<i64> {
+    match priority.unwrap_or(0) {
+        p if (-MAX_PRIORITY..=MAX_PRIORITY).contains(&p) => Ok(p),
+        p => Err(Error::invalid_params(
+            format!("nodes[{i}].priority"),
+            format!("priority is {p}; it must be -{MAX_PRIORITY} to {MAX_PRIORITY}"),
+        )),
+    }
+}
+
+/// Labels, checked: 1 to 64 bytes each, no control characters.
+fn check_labels(field: &str, labels: &[String]) -> Result<()> {
+    for label in labels {
+        if label.is_empty() || label.len() > 64 || label.chars().any(char::is_control) {
+            return Err(Error::invalid_params(
+                field,
+                format!("label {label:?} must be 1 to 64 bytes without control characters, e.g. \"gpu\""),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A set of labels as one key: sorted, without repeats, joined by a unit separator (which
+/// no label holds). The empty set is "".
+fn join_labels<'a>(labels: impl IntoIterator<Item = &'a String>) -> String {
+    let set: std::collections::BTreeSet<&str> = labels.into_iter().map(String::as_str).collect();
+    set.into_iter().collect::<Vec<_>>().join("\u{1f}")
+}
+
+/// A node's label key.
+fn label_key(field: &str, labels: &[String]) -> Result<String> {
+    check_labels(field, labels)?;
+    Ok(join_labels(labels))
+}
+
+/// The label keys of the nodes a worker with `labels` may take: every subset of its labels
+/// (a node needs all of its own labels among the worker's).
+fn label_keys(labels: &[String]) -> Result<Vec<String>> {
+    check_labels("labels", labels)?;
+    let set: Vec<&String> = {
+        let unique: std::collections::BTreeSet<&String> = labels.iter().collect();
+        unique.into_iter().collect()
+    };
+    if set.len() > MAX_WORKER_LABELS {
+        return Err(Error::invalid_params(
+            "labels",
+            format!("a worker may give at most {MAX_WORKER_LABELS} labels"),
+        ));
+    }
+    Ok((0u32..1 << set.len())
+        .map(|mask| {
+            join_labels(
+                set.iter()
+                    .enumerate()
+                    .filter(|(b, _)| mask & (1 << b) != 0)
+                    .map(|(_, l)| *l),
+            )
+        })
+        .collect())
 }
 
 /// Checks the graph (ids, dependencies, cycles) and resolves it into rows to insert.
@@ -171,6 +238,8 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
             payload: optional_json_text(cx, &format!("nodes[{i}].payload"), node.payload.take())?,
             dependencies: deps[i].iter().map(|&j| ids[j].clone()).collect(),
             max_attempts,
+            priority: priority(i, node.priority)?,
+            label_key: label_key(&format!("nodes[{i}].labels"), &node.labels)?,
         });
     }
     Ok(rows)
@@ -232,6 +301,7 @@ impl Method for AcquireNextNodeParams {
             event_limit: cx.app.config.context_event_limit,
             token_id: cx.token_id(),
             session: self.session_id.map(|id| cx.presented(id)),
+            label_keys: label_keys(&self.labels)?,
         };
         write_or_wait::<Self>(cx, None, move |ctx| {
             rules::acquire_next(ctx, request, wait_ms)

@@ -40,6 +40,8 @@ pub struct NodeRequest {
     /// The session the node lease is tied to (checked on the writer); with it, an empty
     /// `owner` means the session's name.
     pub session: Option<Presented>,
+    /// The label keys of the nodes this worker may take (every subset of its labels).
+    pub label_keys: Vec<String>,
 }
 
 pub fn no_task(task_id: &str) -> Error {
@@ -210,14 +212,10 @@ pub fn acquire_next(
     if ctx.tasks.waiting() > 0 {
         serve_waiters(ctx)?;
     }
-    let queued_ahead = ctx
-        .tasks
-        .waiters()
-        .any(|w| w.request.task_id.is_none() || w.request.task_id == request.task_id);
-    if !queued_ahead {
-        if let Some((task_id, node_id)) = ctx.nodes().runnable(request.task_id.as_deref())? {
-            return grant(ctx, &task_id, &node_id, &request).map(|n| Served::Now(Some(n)));
-        }
+    // Whatever is still runnable now, no earlier waiter can take.
+    let filter = request.task_id.as_deref();
+    if let Some((task_id, node_id)) = ctx.nodes().runnable(filter, &request.label_keys)? {
+        return grant(ctx, &task_id, &node_id, &request).map(|n| Served::Now(Some(n)));
     }
     if wait_ms == 0 {
         return Ok(Served::Now(None));
@@ -240,8 +238,9 @@ pub fn acquire_next(
     Ok(Served::Later)
 }
 
-/// Hands runnable nodes to waiting workers, first come first served; a worker waiting on
-/// a task that can offer nothing more gets null at once.
+/// Hands runnable nodes to waiting workers, first come first served (each to the first
+/// waiter whose labels allow it); a worker waiting on a task that can offer nothing more
+/// gets null at once.
 fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut i = 0;
     while let Some(waiter) = ctx.tasks.waiter(i) {
@@ -250,7 +249,10 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             continue;
         }
         let filter = waiter.request.task_id.clone();
-        match ctx.nodes().runnable(filter.as_deref())? {
+        let found = ctx
+            .nodes()
+            .runnable(filter.as_deref(), &waiter.request.label_keys)?;
+        match found {
             Some((task_id, node_id)) => {
                 let waiter = ctx.tasks.take_waiter(i).expect("index in range");
                 let answer =
@@ -258,7 +260,8 @@ fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 ctx.deferred.push((waiter.reply, answer));
             }
             None => match filter {
-                None => break, // nothing runnable anywhere
+                // Nothing for this worker; a later one may have other labels.
+                None => i += 1,
                 Some(task_id) if !ctx.nodes().has_running(&task_id)? => {
                     let waiter = ctx.tasks.take_waiter(i).expect("index in range");
                     ctx.deferred
