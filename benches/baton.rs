@@ -759,6 +759,28 @@ async fn run() -> (Vec<Row>, u64) {
                 pass: Some(rate >= 1_500.0),
             });
         }
+        // A pick among 10 queued nodes, then among 100,000 across priorities and labels
+        // (on a daemon of its own, so the earlier groups' nodes do not count).
+        let queue_dir = tempfile::tempdir().unwrap();
+        let mut queue_daemon = start_daemon(queue_dir.path());
+        let queue_socket = queue_dir.path().join("home/baton.sock");
+        let big = if quick() { 20_000 } else { 100_000 };
+        tasks::queue_nodes(&queue_socket, 10).await;
+        let small_p50 = tasks::labelled_pick_latency(&queue_socket, 5).await;
+        tasks::queue_nodes(&queue_socket, big).await;
+        let big_p50 = tasks::labelled_pick_latency(&queue_socket, probes / 10).await;
+        rows.push(Row {
+            name: "AcquireNextNode with labels, 10 vs many queued",
+            figure: format!(
+                "p50 {small_p50:.0} us vs {big_p50:.0} us with {big} ({:.2}x)",
+                big_p50 / small_p50
+            ),
+            target: "<= 1.5x".into(),
+            pass: Some(big_p50 <= 1.5 * small_p50),
+        });
+        unsafe { libc::kill(queue_daemon.id() as i32, libc::SIGTERM) };
+        let _ = queue_daemon.wait();
+
         let before = tasks::acquire_node_latency(&socket, probes / 10).await;
         tasks::finish_tasks(&socket, finished_tasks).await;
         let after = tasks::acquire_node_latency(&socket, probes / 10).await;

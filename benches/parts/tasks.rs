@@ -163,3 +163,57 @@ pub async fn finish_tasks(path: &Path, n: usize) {
         t.await.unwrap();
     }
 }
+
+/// Queues `n` nodes across priorities and labels (tasks of up to 10,000 nodes, labelled
+/// none, gpu, linux or gpu+linux, priorities -2 to 2), none of them taken.
+pub async fn queue_nodes(path: &Path, n: usize) {
+    let (mut lines, mut w) = connect(path).await;
+    let label_sets = [
+        serde_json::json!([]),
+        serde_json::json!(["gpu"]),
+        serde_json::json!(["linux"]),
+        serde_json::json!(["gpu", "linux"]),
+    ];
+    let mut queued = 0;
+    while queued < n {
+        let size = (n - queued).min(10_000);
+        let nodes: Vec<serde_json::Value> = (0..size)
+            .map(|i| {
+                serde_json::json!({"id": format!("q{i}"), "priority": (i % 5) as i64 - 2,
+                    "labels": label_sets[i % 4]})
+            })
+            .collect();
+        let answer = call(
+            &mut lines,
+            &mut w,
+            serde_json::json!({"id": 1, "method": "RegisterTask",
+                "params": {"goal": "queue", "nodes": nodes}}),
+        )
+        .await;
+        assert!(answer.get("result").is_some(), "{answer}");
+        queued += size;
+    }
+}
+
+/// Median AcquireNextNode round trip in microseconds for a worker with labels, over
+/// `probes` picks (each node completed after it is timed).
+pub async fn labelled_pick_latency(path: &Path, probes: usize) -> f64 {
+    let (mut lines, mut w) = connect(path).await;
+    let mut samples = Vec::with_capacity(probes);
+    for _ in 0..probes {
+        let start = Instant::now();
+        let node = call(
+            &mut lines,
+            &mut w,
+            serde_json::json!({"id": 1, "method": "AcquireNextNode",
+                "params": {"lease_owner": "probe", "labels": ["gpu", "linux"]}}),
+        )
+        .await;
+        samples.push(start.elapsed());
+        let node = &node["result"];
+        call(&mut lines, &mut w, serde_json::json!({"id": 2, "method": "CompleteNode",
+            "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
+    }
+    samples.sort();
+    percentile(&samples, 0.5)
+}
