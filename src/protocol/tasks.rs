@@ -103,6 +103,10 @@ pub struct NodeSpec {
     /// Only a worker that has every one of these labels takes the node (e.g. ["gpu"]).
     #[serde(default)]
     pub labels: Vec<String>,
+    /// Hold the node back this many milliseconds from registration (at most a day).
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -225,6 +229,10 @@ pub struct FailNodeParams {
     pub error: Json,
     /// Put the node back to PENDING while attempts remain (default true).
     pub retry: Option<bool>,
+    /// With a retry, hold the node back this many milliseconds first (at most a day).
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub retry_delay_ms: Option<u64>,
     pub idempotency_key: Option<String>,
 }
 

@@ -215,6 +215,8 @@ pub struct NewNode {
     pub priority: i64,
     /// The labels a worker must all have, as one key (see `methods::tasks`).
     pub label_key: String,
+    /// Held back until then (epoch ms), as one more unfinished dependency.
+    pub ready_at: Option<i64>,
 }
 
 /// A new task: its row and every node, in order.
@@ -271,6 +273,9 @@ pub struct NodeChange<'a> {
     pub error: Option<&'a str>,
     /// For a node back in PENDING: the seq it is runnable since.
     pub runnable_since: Option<i64>,
+    /// For a node back in PENDING: held back until then (epoch ms), as one more
+    /// unfinished dependency.
+    pub ready_at: Option<i64>,
     pub at_ms: i64,
 }
 
@@ -300,8 +305,13 @@ pub trait Nodes {
         task_id: Option<&str>,
         label_keys: &[String],
     ) -> Result<Option<(String, String)>>;
-    /// Whether a node of the task is RUNNING.
+    /// Whether a node of the task is RUNNING, or held back until a time.
     fn has_running(&self, task_id: &str) -> Result<bool>;
+    /// Ends a node's hold (its `ready_at` passed): one fewer unfinished dependency,
+    /// runnable since `seq` if that was the last. False when it was not held.
+    fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool>;
+    /// Every held node: (task_id, node_id, ready_at).
+    fn held_nodes(&self) -> Result<Vec<(String, String, i64)>>;
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>>;
     /// Makes the node RUNNING under a lease, counting an attempt.
     fn start_node(

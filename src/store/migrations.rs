@@ -68,6 +68,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_node_priority_labels",
         sql: include_str!("../../migrations/0011_node_priority_labels.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_node_delays",
+        sql: include_str!("../../migrations/0012_node_delays.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -75,8 +75,8 @@ impl Nodes for Connection {
         let mut insert = self.prepare_cached(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                                 state, remaining_deps, runnable_since, updated_at, priority,
-                                label_key)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12)",
+                                label_key, ready_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12, ?13)",
         )?;
         let mut edge = self.prepare_cached(
             "INSERT INTO node_dependents (task_id, node_id, dependent_id) VALUES (?1, ?2, ?3)",
@@ -90,11 +90,12 @@ impl Nodes for Connection {
                 node.payload,
                 serde_json::to_string(&node.dependencies)?,
                 node.max_attempts,
-                node.dependencies.len() as i64,
+                node.dependencies.len() as i64 + i64::from(node.ready_at.is_some()),
                 task.seq,
                 task.at_ms,
                 node.priority,
-                node.label_key
+                node.label_key,
+                node.ready_at
             ])?;
             for dep in &node.dependencies {
                 edge.execute(params![task.task_id, dep, node.node_id])?;
@@ -171,13 +172,45 @@ impl Nodes for Connection {
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
-        Ok(self
+        let running = self
             .prepare_cached(
                 "SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'",
             )?
             .query_row([task_id], |_| Ok(()))
             .optional()?
+            .is_some();
+        if running {
+            return Ok(true);
+        }
+        Ok(self
+            .prepare_cached(
+                "SELECT 1 FROM nodes INDEXED BY nodes_delayed
+                 WHERE task_id = ?1 AND ready_at IS NOT NULL AND state = 'PENDING'",
+            )?
+            .query_row([task_id], |_| Ok(()))
+            .optional()?
             .is_some())
+    }
+
+    fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool> {
+        let changed = self
+            .prepare_cached(
+                "UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
+                        runnable_since = ?3
+                 WHERE task_id = ?1 AND node_id = ?2 AND ready_at IS NOT NULL AND state = 'PENDING'",
+            )?
+            .execute(params![task_id, node_id, seq])?;
+        Ok(changed > 0)
+    }
+
+    fn held_nodes(&self) -> Result<Vec<(String, String, i64)>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT task_id, node_id, ready_at FROM nodes INDEXED BY nodes_delayed
+                 WHERE ready_at IS NOT NULL AND state = 'PENDING'",
+            )?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?)
     }
 
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
@@ -259,7 +292,8 @@ impl Nodes for Connection {
         self.prepare_cached(
             "UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
                     runnable_since = COALESCE(?6, runnable_since), lease_id = NULL, lease_token_id = NULL,
-                    lease_session_id = NULL,
+                    lease_session_id = NULL, ready_at = ?8,
+                    remaining_deps = remaining_deps + (?8 IS NOT NULL),
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
              WHERE task_id = ?1 AND node_id = ?2",
         )?
@@ -270,7 +304,8 @@ impl Nodes for Connection {
             c.result,
             c.error,
             c.runnable_since,
-            c.at_ms
+            c.at_ms,
+            c.ready_at
         ])?;
         Ok(())
     }

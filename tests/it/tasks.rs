@@ -680,3 +680,45 @@ fn a_labelled_waiter_is_not_handed_what_it_cannot_do() {
     assert_eq!(got_gpu["result"]["node_id"], "gpu", "{got_gpu}");
     assert_eq!(got_plain["result"]["node_id"], "cpu", "{got_plain}");
 }
+
+#[test]
+fn a_delayed_node_and_a_delayed_retry_wait_for_the_daemons_clock() {
+    let mut daemon = Daemon::start_on_test_clock();
+    let mut client = daemon.client();
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "later", "delay_ms": 5000, "max_attempts": 2}]}),
+    );
+    let next = json!({"task_id": task["task_id"], "lease_owner": "w"});
+    assert_eq!(client.result("AcquireNextNode", next.clone()), Value::Null);
+    // A worker that waits is not told "nothing more" while a node is held back.
+    let mut waiting = daemon.client();
+    waiting.send_line(
+        &json!({"id": 1, "method": "AcquireNextNode", "params": {
+            "task_id": task["task_id"], "lease_owner": "w", "wait_ms": 600000}})
+        .to_string(),
+    );
+    while client.result("Metrics", json!({}))["node_waiters"] != 1 {
+        std::thread::yield_now();
+    }
+    daemon.advance_clock(4_999);
+    assert_eq!(client.result("Metrics", json!({}))["node_waiters"], 1);
+    daemon.advance_clock(1);
+    let node = waiting.read_line()["result"].clone();
+    assert_eq!(node["node_id"], "later", "{node}");
+    // Failed with a retry delay, it comes back only when the delay has passed.
+    client.result(
+        "FailNode",
+        json!({"task_id": task["task_id"], "node_id": "later", "lease_id": node["lease_id"],
+               "error": "flaky", "retry_delay_ms": 2000}),
+    );
+    assert_eq!(client.result("AcquireNextNode", next.clone()), Value::Null);
+    daemon.advance_clock(2_000);
+    let again = client.result("AcquireNextNode", next);
+    assert_eq!(again["attempt"], 2, "{again}");
+    let too_long = client.error(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "x", "delay_ms": 100_000_000u64}]}),
+    );
+    assert_error(&too_long, -32602, "invalid_params");
+}

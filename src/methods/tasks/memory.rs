@@ -20,8 +20,18 @@ pub(super) struct Waiter {
     pub(super) reply: ReplyTx,
 }
 
-/// Node leases, keyed by (task_id, node_id), and the one queue of waiting workers.
-type NodeSchedule = Schedule<(String, String), (), (), (), Waiter>;
+/// What a node's deadline ends: its lease, or the hold of a delayed node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Timer {
+    Lease,
+    Hold,
+}
+
+/// A node's deadline: what it ends, task_id, node_id.
+pub(super) type NodeTimer = (Timer, String, String);
+
+/// Node leases and holds, keyed by [`NodeTimer`], and the one queue of waiting workers.
+type NodeSchedule = Schedule<NodeTimer, (), (), (), Waiter>;
 
 /// The writer's in-memory task state.
 #[derive(Default)]
@@ -37,17 +47,24 @@ impl TaskState {
 
     /// The next node lease or wait whose deadline has passed at `now`; a wait that comes
     /// due has left the queue.
-    pub(super) fn pop_due(&mut self, now: Duration) -> Option<Due<(String, String), Waiter>> {
+    pub(super) fn pop_due(&mut self, now: Duration) -> Option<Due<NodeTimer, Waiter>> {
         self.schedule.pop_due(now)
     }
 
     pub(super) fn track(&mut self, node: (String, String), lease_id: String, deadline: Duration) {
-        self.schedule.track(node, lease_id, deadline, ());
+        self.schedule
+            .track((Timer::Lease, node.0, node.1), lease_id, deadline, ());
     }
 
     pub(super) fn forget(&mut self, task_id: &str, node_id: &str) {
         self.schedule
-            .forget(&(task_id.to_string(), node_id.to_string()));
+            .forget(&(Timer::Lease, task_id.to_string(), node_id.to_string()));
+    }
+
+    /// Releases the node's hold at `deadline`.
+    pub(super) fn hold(&mut self, task_id: String, node_id: String, deadline: Duration) {
+        self.schedule
+            .track((Timer::Hold, task_id, node_id), String::new(), deadline, ());
     }
 
     /// Queues a worker last, until `deadline`.
@@ -123,6 +140,10 @@ impl TaskState {
             let remaining = Duration::from_millis((lease.expires_at - now_ms).max(0) as u64);
             let deadline = mono_now + remaining;
             self.track((lease.task_id, lease.node_id), lease.lease_id, deadline);
+        }
+        for (task_id, node_id, ready_at) in nodes.held_nodes()? {
+            let remaining = Duration::from_millis((ready_at - now_ms).max(0) as u64);
+            self.hold(task_id, node_id, mono_now + remaining);
         }
         Ok(())
     }

@@ -27,6 +27,8 @@ pub const MAX_ATTEMPTS: u32 = 100;
 pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
 /// Longest AcquireNextNode may wait: one hour.
 pub const MAX_WAIT_MS: u64 = 3_600_000;
+/// Longest a node may be held back: a day.
+pub const MAX_DELAY_MS: u64 = 24 * 3600 * 1000;
 /// Node priorities lie within plus or minus this.
 pub const MAX_PRIORITY: i64 = 1_000_000;
 /// Most labels a worker may give (each pick looks at every subset of them).
@@ -57,6 +59,18 @@ fn check_id(what: &str, id: &str) -> Result<()> {
         return Err(Error::Invalid(format!("{what} must be 1 to 128 bytes")));
     }
     Ok(())
+}
+
+/// A delay, checked: at most a day.
+fn delay(field: &str, delay_ms: Option<u64>) -> Result<Option<u64>> {
+    match delay_ms {
+        Some(ms) if ms > MAX_DELAY_MS => Err(Error::invalid_params(
+            field,
+            format!("{field} is {ms}; it must be at most {MAX_DELAY_MS} (a day)"),
+        )),
+        Some(0) | None => Ok(None),
+        some => Ok(some),
+    }
 }
 
 /// A node's priority, checked.
@@ -240,6 +254,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
             max_attempts,
             priority: priority(i, node.priority)?,
             label_key: label_key(&format!("nodes[{i}].labels"), &node.labels)?,
+            ready_at: None,
         });
     }
     Ok(rows)
@@ -255,11 +270,17 @@ impl Method for RegisterTaskParams {
                 "goal must not be empty; say what the task is for".into(),
             ));
         }
+        let delays = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| delay(&format!("nodes[{i}].delay_ms"), n.delay_ms))
+            .collect::<Result<Vec<_>>>()?;
         let nodes = validate_graph(cx, &mut self.nodes)?;
         let context = optional_json_text(cx, "context", self.context.take())?;
         let goal = std::mem::take(&mut self.goal);
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            rules::register(ctx, &goal, context.as_deref(), nodes)
+            rules::register(ctx, &goal, context.as_deref(), nodes, delays)
         })
     }
 }
@@ -352,13 +373,23 @@ impl Method for FailNodeParams {
             lease_id,
             error,
             retry,
+            retry_delay_ms,
             idempotency_key,
         } = self;
+        let retry_delay_ms = delay("retry_delay_ms", retry_delay_ms)?.unwrap_or(0);
         let error = json_text(cx, "error", error)?;
         let retry = retry.unwrap_or(true);
         let presented = cx.presented(lease_id);
         write::<Self>(cx, idempotency_key, move |ctx| {
-            rules::fail(ctx, &task_id, &node_id, &presented, &error, retry)
+            rules::fail(
+                ctx,
+                &task_id,
+                &node_id,
+                &presented,
+                &error,
+                retry,
+                retry_delay_ms,
+            )
         })
     }
 }

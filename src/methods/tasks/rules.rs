@@ -26,7 +26,7 @@ use super::super::journal::{append, appended};
 use super::super::schedule::Due;
 use super::super::writer::{Served, WriteCtx};
 use super::super::Presented;
-use super::memory::Waiter;
+use super::memory::{Timer, Waiter};
 
 /// An AcquireNextNode request, as the writer needs it.
 pub struct NodeRequest {
@@ -97,12 +97,17 @@ fn event(
     Ok(seq)
 }
 
+/// Registers a task; `delays` holds each node back that many milliseconds from now.
 pub fn register(
     ctx: &mut WriteCtx<'_>,
     goal: &str,
     context: Option<&str>,
-    nodes: Vec<NewNode>,
+    mut nodes: Vec<NewNode>,
+    delays: Vec<Option<u64>>,
 ) -> Result<RegisterTaskResult> {
+    for (node, delay) in nodes.iter_mut().zip(&delays) {
+        node.ready_at = delay.map(|ms| ctx.now_ms + ms as i64);
+    }
     let task_id = uuid::Uuid::new_v4().to_string();
     let data = serde_json::json!({"goal": goal, "nodes": nodes.len()}).to_string();
     let seq = event(ctx, "task.registered", None, &task_id, None, &data)?;
@@ -114,6 +119,13 @@ pub fn register(
         seq,
         at_ms: ctx.now_ms,
     })?;
+    for (node, delay) in nodes.iter().zip(&delays) {
+        if let Some(ms) = delay {
+            let deadline = ctx.mono_now + Duration::from_millis(*ms);
+            ctx.tasks
+                .hold(task_id.clone(), node.node_id.clone(), deadline);
+        }
+    }
     let node_ids = nodes.into_iter().map(|n| n.node_id).collect();
     serve_waiters(ctx)?;
     Ok(RegisterTaskResult {
@@ -362,6 +374,7 @@ pub fn complete(
             result: Some(result),
             error: None,
             runnable_since: None,
+            ready_at: None,
             at_ms: ctx.now_ms,
         },
     )?;
@@ -396,9 +409,11 @@ pub fn fail(
     presented: &Presented,
     error: &str,
     retry: bool,
+    retry_delay_ms: u64,
 ) -> Result<FailNodeResult> {
     let node = own_node(ctx, task_id, node_id, presented)?;
     let again = retry && node.attempts < node.max_attempts;
+    let held = again && retry_delay_ms > 0;
     let state = if again {
         NodeState::Pending
     } else {
@@ -427,10 +442,16 @@ pub fn fail(
             result: None,
             error: Some(error),
             runnable_since: Some(seq),
+            ready_at: held.then_some(ctx.now_ms + retry_delay_ms as i64),
             at_ms: ctx.now_ms,
         },
     )?;
     ctx.tasks.forget(task_id, node_id);
+    if held {
+        let deadline = ctx.mono_now + Duration::from_millis(retry_delay_ms);
+        ctx.tasks
+            .hold(task_id.to_string(), node_id.to_string(), deadline);
+    }
     if !again && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
         set_task_status(ctx, task_id, TaskStatus::Failed)?;
     }
@@ -529,6 +550,7 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
             result: None,
             error: None,
             runnable_since: Some(seq),
+            ready_at: None,
             at_ms: ctx.now_ms,
         },
     )?;
@@ -548,12 +570,13 @@ pub(crate) fn roll_back_session_nodes(ctx: &mut WriteCtx<'_>, session_id: &str) 
     serve_waiters(ctx)
 }
 
-/// Rolls back lapsed leases and answers waits that ran out (with null).
+/// Rolls back lapsed leases, releases held nodes whose time came, and answers waits that
+/// ran out (with null).
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut rolled = false;
     while let Some(due) = ctx.tasks.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease((task_id, node_id)) => {
+            Due::Lease((Timer::Lease, task_id, node_id)) => {
                 roll_back(
                     ctx,
                     &task_id,
@@ -561,6 +584,10 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                     "the lease expired without a heartbeat",
                 )?;
                 rolled = true;
+            }
+            Due::Lease((Timer::Hold, task_id, node_id)) => {
+                let since = ctx.head_revision();
+                rolled |= ctx.nodes().release_hold(&task_id, &node_id, since)?;
             }
             Due::Wait(waiter) => {
                 ctx.deferred
@@ -591,6 +618,15 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             let deadline = ctx.mono_now + remaining;
             ctx.tasks
                 .track((lease.task_id, lease.node_id), lease.lease_id, deadline);
+        }
+    }
+    let since = ctx.head_revision();
+    for (task_id, node_id, ready_at) in ctx.nodes().held_nodes()? {
+        if ready_at <= ctx.now_ms {
+            ctx.nodes().release_hold(&task_id, &node_id, since)?;
+        } else {
+            let remaining = Duration::from_millis((ready_at - ctx.now_ms) as u64);
+            ctx.tasks.hold(task_id, node_id, ctx.mono_now + remaining);
         }
     }
     Ok(())
