@@ -107,6 +107,10 @@ pub struct NodeSpec {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    /// A JSON Schema the node's result must match: CompleteNode with a result that does
+    /// not is refused (400 naming where), and the node stays RUNNING under its lease.
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub result_schema: Option<Json>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -217,6 +217,8 @@ pub struct NewNode {
     pub label_key: String,
     /// Held back until then (epoch ms), as one more unfinished dependency.
     pub ready_at: Option<i64>,
+    /// JSON text of the JSON Schema its result must match.
+    pub result_schema: Option<String>,
 }
 
 /// A new task: its row and every node, in order.
@@ -322,6 +324,8 @@ pub trait Nodes {
     ) -> Result<StartedNode>;
     /// A COMPLETED node's result (JSON text).
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
+    /// The JSON Schema (text) a node's result must match, if it has one.
+    fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()>;
     /// Ends the node's lease and gives it a new state.
     fn change_node(&self, task_id: &str, node_id: &str, change: &NodeChange<'_>) -> Result<()>;

@@ -73,6 +73,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_node_delays",
         sql: include_str!("../../migrations/0012_node_delays.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_result_schema",
+        sql: include_str!("../../migrations/0013_result_schema.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -75,8 +75,8 @@ impl Nodes for Connection {
         let mut insert = self.prepare_cached(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                                 state, remaining_deps, runnable_since, updated_at, priority,
-                                label_key, ready_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12, ?13)",
+                                label_key, ready_at, result_schema)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
         let mut edge = self.prepare_cached(
             "INSERT INTO node_dependents (task_id, node_id, dependent_id) VALUES (?1, ?2, ?3)",
@@ -95,7 +95,8 @@ impl Nodes for Connection {
                 task.at_ms,
                 node.priority,
                 node.label_key,
-                node.ready_at
+                node.ready_at,
+                node.result_schema
             ])?;
             for dep in &node.dependencies {
                 edge.execute(params![task.task_id, dep, node.node_id])?;
@@ -278,6 +279,14 @@ impl Nodes for Connection {
         Ok(self
             .prepare_cached("SELECT result FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
             .query_row(params![task_id, node_id], |r| r.get(0))?)
+    }
+
+    fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .prepare_cached("SELECT result_schema FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
+            .query_row(params![task_id, node_id], |r| r.get(0))
+            .optional()?
+            .flatten())
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {

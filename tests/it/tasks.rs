@@ -722,3 +722,39 @@ fn a_delayed_node_and_a_delayed_retry_wait_for_the_daemons_clock() {
     );
     assert_error(&too_long, -32602, "invalid_params");
 }
+
+#[test]
+fn a_result_that_does_not_match_its_schema_is_refused_and_the_node_stays_leased() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let schema = json!({"type": "object", "required": ["score"],
+        "properties": {"score": {"type": "integer", "minimum": 0}}});
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "grade", "result_schema": schema}]}),
+    );
+    let node = client.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "lease_owner": "w"}),
+    );
+    let done = |result: Value| {
+        json!({"task_id": task["task_id"], "node_id": "grade", "lease_id": node["lease_id"],
+               "result": result})
+    };
+    let refused = client.error("CompleteNode", done(json!({"score": -3})));
+    assert_error(&refused, 400, "invalid");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("/score"),
+        "names the JSON pointer: {message}"
+    );
+    let status = client.result("TaskStatus", json!({"task_id": task["task_id"]}));
+    assert_eq!(status["nodes"][0]["state"], "RUNNING", "{status}");
+    // The same lease completes it with a result that matches.
+    client.result("CompleteNode", done(json!({"score": 7})));
+    let bad_schema = client.error(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "a", "result_schema": {"type": 12}}]}),
+    );
+    assert_error(&bad_schema, -32602, "invalid_params");
+}

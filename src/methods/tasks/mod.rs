@@ -61,6 +61,22 @@ fn check_id(what: &str, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// A node's result schema, checked to be a JSON Schema that can be compiled (with no
+/// remote references: nothing is fetched).
+fn result_schema(i: usize, schema: Option<Json>) -> Result<Option<String>> {
+    let Some(schema) = schema else {
+        return Ok(None);
+    };
+    let value: serde_json::Value = serde_json::from_str(schema.get())?;
+    if let Err(err) = jsonschema::validator_for(&value) {
+        return Err(Error::invalid_params(
+            format!("nodes[{i}].result_schema"),
+            format!("result_schema is not a JSON Schema this daemon can use: {err}"),
+        ));
+    }
+    Ok(Some(Box::<str>::from(schema).into_string()))
+}
+
 /// A delay, checked: at most a day.
 fn delay(field: &str, delay_ms: Option<u64>) -> Result<Option<u64>> {
     match delay_ms {
@@ -255,6 +271,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
             priority: priority(i, node.priority)?,
             label_key: label_key(&format!("nodes[{i}].labels"), &node.labels)?,
             ready_at: None,
+            result_schema: result_schema(i, node.result_schema.take())?,
         });
     }
     Ok(rows)

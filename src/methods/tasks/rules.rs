@@ -355,6 +355,30 @@ fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) ->
     Ok(())
 }
 
+/// A result that does not match its node's result_schema is refused (400, naming where),
+/// before anything is written: the node stays RUNNING under the same lease.
+fn check_result(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, result: &str) -> Result<()> {
+    let Some(schema) = ctx.nodes().result_schema(task_id, node_id)? else {
+        return Ok(());
+    };
+    let schema: serde_json::Value = serde_json::from_str(&schema)?;
+    let result: serde_json::Value = serde_json::from_str(result)?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| Error::Internal(format!("a stored result_schema does not compile: {e}")))?;
+    let Some(err) = validator.iter_errors(&result).next() else {
+        return Ok(());
+    };
+    let pointer = err.instance_path().to_string();
+    let at = if pointer.is_empty() {
+        "the result".to_string()
+    } else {
+        format!("result at {pointer}")
+    };
+    Err(Error::Invalid(format!(
+        "{at} does not match the node's result_schema ({err}); fix it and call CompleteNode again: the node stays RUNNING under your lease"
+    )))
+}
+
 /// The node's work is done: its result is kept, its dependents may become runnable, and
 /// the task completes with its last node.
 pub fn complete(
@@ -366,6 +390,7 @@ pub fn complete(
 ) -> Result<EventSeqResult> {
     let node = own_node(ctx, task_id, node_id, presented)?;
     let result = result.unwrap_or("null");
+    check_result(ctx, task_id, node_id, result)?;
     ctx.nodes().change_node(
         task_id,
         node_id,
