@@ -173,3 +173,16 @@ def test_dag_agents_call_the_configured_llm(
         auth = request["headers"].get("authorization") or request["headers"].get("x-api-key")
         assert auth in ("Bearer test-key", "test-key")
     assert f"LLM({model}) on: Combine these sections" in (tmp_path / "report.md").read_text()
+
+
+def test_build_slot_agents_coordinate_by_messages_and_a_shared_slot(daemon: Daemon) -> None:
+    done = run(sys.executable, str(EXAMPLES / "build_slot" / "agents.py"), "--socket", str(daemon.socket))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "builder-a: building core in one of 2 slots",
+        "builder-b: building cli in one of 2 slots",
+        "builder-b reports cli: ok=True",
+        "builder-a reports core: ok=True",
+        "slot free again: available",
+    ], done.stdout
