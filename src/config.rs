@@ -44,6 +44,9 @@ pub struct Flags {
     /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
     #[arg(long, value_name = "MS")]
     pub shutdown_grace_ms: Option<String>,
+    /// Serve HTTP (/metrics for Prometheus) on ADDR:PORT, loopback only for now (BATON_HTTP_LISTEN) [default: off]
+    #[arg(long = "http", value_name = "ADDR:PORT")]
+    pub http_listen: Option<String>,
     /// Also listen on the network: tls://ADDR:PORT, or tcp://ADDR:PORT on loopback only; repeatable or comma-separated (BATON_LISTEN) [default: the Unix socket only]
     #[arg(long, value_name = "URL", value_delimiter = ',')]
     pub listen: Vec<String>,
@@ -103,6 +106,8 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// Network listeners (`BATON_LISTEN`), besides the Unix socket.
     pub listen: Vec<Listen>,
+    /// The HTTP listener (`BATON_HTTP_LISTEN`): /metrics.
+    pub http_listen: Option<std::net::SocketAddr>,
     /// Certificate and key of the TLS listeners; set whenever one is configured.
     pub tls: Option<TlsFiles>,
     /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
@@ -334,6 +339,7 @@ impl Config {
             ("BATON_TLS_KEY", &flags.tls_key),
             ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
             ("BATON_UNIX_AUTH", &flags.unix_auth),
+            ("BATON_HTTP_LISTEN", &flags.http_listen),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
@@ -456,6 +462,32 @@ impl Config {
             None => cwd()?,
         };
 
+        let http_listen = match layers.get("BATON_HTTP_LISTEN") {
+            None => None,
+            Some((raw, source)) => {
+                let what = layers.describe("BATON_HTTP_LISTEN", source);
+                let raw = raw
+                    .trim()
+                    .trim_start_matches("http://")
+                    .trim_end_matches('/');
+                let addr = match raw.strip_prefix("localhost:") {
+                    Some(port) => format!("127.0.0.1:{port}"),
+                    None => raw.to_string(),
+                };
+                let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
+                    ConfigError(format!(
+                        "{what} is `{raw}`, which is not IP:PORT; write e.g. 127.0.0.1:7421"
+                    ))
+                })?;
+                if !addr.ip().is_loopback() {
+                    return Err(ConfigError(format!(
+                        "{what} is {addr}: HTTP is served on a loopback address only (HTTPS is not available yet); use 127.0.0.1:{}, and reach it from elsewhere through an SSH tunnel or a TLS proxy",
+                        addr.port()
+                    )));
+                }
+                Some(addr)
+            }
+        };
         let listen = match layers.get("BATON_LISTEN") {
             None => Vec::new(),
             Some((raw, source)) => parse_listen(&raw, &layers.describe("BATON_LISTEN", source))?,
@@ -498,6 +530,7 @@ impl Config {
 
         Ok(Config {
             listen,
+            http_listen,
             tls,
             unix_auth_token,
             home,

@@ -16,6 +16,7 @@ struct MethodStats {
     count: AtomicU64,
     errors: AtomicU64,
     max_us: AtomicU64,
+    sum_us: AtomicU64,
     buckets: [AtomicU64; BUCKETS],
 }
 
@@ -25,6 +26,7 @@ impl MethodStats {
             count: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             max_us: AtomicU64::new(0),
+            sum_us: AtomicU64::new(0),
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -52,6 +54,14 @@ pub struct MethodFigures {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+}
+
+/// One method's latency histogram in seconds, Prometheus-style.
+pub struct Histogram {
+    /// (upper bound, requests at most that long), ascending.
+    pub cumulative: Vec<(f64, u64)>,
+    pub count: u64,
+    pub sum: f64,
 }
 
 /// Daemon-wide request and connection counters.
@@ -96,6 +106,7 @@ impl Metrics {
             stats.errors.fetch_add(1, Ordering::Relaxed);
         }
         stats.max_us.fetch_max(us, Ordering::Relaxed);
+        stats.sum_us.fetch_add(us, Ordering::Relaxed);
         let bucket = if us <= 1 {
             0
         } else {
@@ -136,6 +147,51 @@ impl Metrics {
 
     pub fn connections_total(&self) -> u64 {
         self.connections_total.load(Ordering::Relaxed)
+    }
+
+    /// Latency histograms of every method that has served a request, at the bounds `le`
+    /// (seconds, ascending): cumulative counts of requests at most that long (a request
+    /// counts under a bound once its whole bucket lies within it), the count and the sum.
+    pub fn histograms(&self, le: &[f64]) -> Vec<(&'static str, Histogram)> {
+        self.methods
+            .iter()
+            .map(|(name, stats)| (*name, stats))
+            .chain(std::iter::once((REJECTED, &self.rejected)))
+            .filter_map(|(name, stats)| {
+                let counts: Vec<u64> = stats
+                    .buckets
+                    .iter()
+                    .map(|b| b.load(Ordering::Relaxed))
+                    .collect();
+                let count: u64 = counts.iter().sum();
+                (count > 0).then(|| {
+                    let cumulative = le
+                        .iter()
+                        .map(|bound| {
+                            let within = counts
+                                .iter()
+                                .enumerate()
+                                .take_while(|(i, _)| {
+                                    let upper_us = 2f64.powf((*i + 1) as f64 / STEPS_PER_DOUBLING);
+                                    upper_us / 1e6 <= *bound
+                                })
+                                .map(|(_, n)| n)
+                                .sum();
+                            (*bound, within)
+                        })
+                        .collect();
+                    let sum = stats.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+                    (
+                        name,
+                        Histogram {
+                            cumulative,
+                            count,
+                            sum,
+                        },
+                    )
+                })
+            })
+            .collect()
     }
 
     /// Figures of every method that has served at least one request.

@@ -233,6 +233,23 @@ fn not_authenticated(cx: &Ctx<'_>) -> Error {
     ))
 }
 
+/// The grants of a live token given by its secret (an HTTP request's bearer token); None
+/// for an unknown, expired or revoked one.
+pub fn token_scopes(app: &App, secret: &str) -> Result<Option<Scopes>> {
+    let hash = hash_secret(secret);
+    let found = app
+        .store
+        .read_one_statement(|conn| conn.token_by_hash(&hash))?;
+    let now_ms = app.clock.wall_ms();
+    let Some(token) = found.filter(|t| is_live(t, now_ms)) else {
+        return Ok(None);
+    };
+    if app.auth.flag(&token.token_id).load(Ordering::Acquire) {
+        return Ok(None);
+    }
+    Scopes::parse(&token.scopes).map(Some)
+}
+
 impl Method for AuthenticateParams {
     const NAME: &'static str = "Authenticate";
     const SUMMARY: &'static str = "Authenticate this connection with a token; required first on network connections (Health and DescribeInterface work without).";

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::app::App;
 use crate::error::Result;
 use crate::metrics::MethodFigures;
+use crate::store::boundary::Storage;
 
 use super::{read, ready, write, Ctx, Method, MethodDescription, Plan};
 
@@ -192,66 +194,74 @@ impl Method for MetricsParams {
     type Output = MetricsResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
-        Ok(read::<Self>(true, move |storage| {
-            let (live, tombstones) = storage.counts()?;
-            let (tasks, nodes) = storage.task_counts()?;
-            let head_seq = storage.head_revision()? as u64;
-            let stats = &app.writer.stats;
-            let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
-            let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
-            let (db_bytes, wal_bytes) = storage.file_sizes()?;
-            Ok(MetricsResult {
-                uptime_secs: app.uptime().as_secs(),
-                methods: app.metrics.methods(),
-                connections: ConnectionFigures {
-                    open: app.metrics.connections_open(),
-                    total: app.metrics.connections_total(),
-                    accept_errors: app.metrics.accept_errors(),
-                },
-                auth: AuthFigures {
-                    failures: app.metrics.auth_failures(),
-                },
-                records: RecordFigures { live, tombstones },
-                journal: JournalFigures {
-                    length: storage.length()?,
-                    head_seq,
-                    oldest_seq: storage.oldest_seq()?,
-                },
-                storage: StorageFigures {
-                    commits,
-                    failed_commits: stats
-                        .failed_commits
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                    writes,
-                    max_batch: stats.max_batch.load(std::sync::atomic::Ordering::Relaxed),
-                    mean_batch: if commits == 0 {
-                        0.0
-                    } else {
-                        writes as f64 / commits as f64
-                    },
-                    db_bytes,
-                    wal_bytes,
-                },
-                locks: LockFigures {
-                    live: stats.live_locks.load(std::sync::atomic::Ordering::Relaxed),
-                    waiting: stats
-                        .lock_waiters
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                    watching: stats
-                        .lock_watchers
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                },
-                tasks,
-                nodes,
-                inbox_waiters: stats
-                    .inbox_waiters
-                    .load(std::sync::atomic::Ordering::Relaxed),
-                node_waiters: stats
-                    .node_waiters
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            })
-        }))
+        Ok(read::<Self>(true, move |storage| metrics(&app, storage)))
     }
+}
+
+/// The Metrics answer, from one snapshot of storage.
+fn metrics(app: &App, storage: &dyn Storage) -> Result<MetricsResult> {
+    let (live, tombstones) = storage.counts()?;
+    let (tasks, nodes) = storage.task_counts()?;
+    let head_seq = storage.head_revision()? as u64;
+    let stats = &app.writer.stats;
+    let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
+    let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
+    let (db_bytes, wal_bytes) = storage.file_sizes()?;
+    Ok(MetricsResult {
+        uptime_secs: app.uptime().as_secs(),
+        methods: app.metrics.methods(),
+        connections: ConnectionFigures {
+            open: app.metrics.connections_open(),
+            total: app.metrics.connections_total(),
+            accept_errors: app.metrics.accept_errors(),
+        },
+        auth: AuthFigures {
+            failures: app.metrics.auth_failures(),
+        },
+        records: RecordFigures { live, tombstones },
+        journal: JournalFigures {
+            length: storage.length()?,
+            head_seq,
+            oldest_seq: storage.oldest_seq()?,
+        },
+        storage: StorageFigures {
+            commits,
+            failed_commits: stats
+                .failed_commits
+                .load(std::sync::atomic::Ordering::Relaxed),
+            writes,
+            max_batch: stats.max_batch.load(std::sync::atomic::Ordering::Relaxed),
+            mean_batch: if commits == 0 {
+                0.0
+            } else {
+                writes as f64 / commits as f64
+            },
+            db_bytes,
+            wal_bytes,
+        },
+        locks: LockFigures {
+            live: stats.live_locks.load(std::sync::atomic::Ordering::Relaxed),
+            waiting: stats
+                .lock_waiters
+                .load(std::sync::atomic::Ordering::Relaxed),
+            watching: stats
+                .lock_watchers
+                .load(std::sync::atomic::Ordering::Relaxed),
+        },
+        tasks,
+        nodes,
+        inbox_waiters: stats
+            .inbox_waiters
+            .load(std::sync::atomic::Ordering::Relaxed),
+        node_waiters: stats
+            .node_waiters
+            .load(std::sync::atomic::Ordering::Relaxed),
+    })
+}
+
+/// The Metrics answer now, read on the pool of read connections (for the HTTP /metrics).
+pub fn metrics_now(app: &App) -> Result<MetricsResult> {
+    app.store.read(|storage| metrics(app, storage))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod connection;
+mod http;
 pub mod listen;
 
 use std::fs::{File, OpenOptions};
@@ -368,6 +369,14 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     // Certificates and ports before the database: a bad PEM or a port in use stops the
     // start here, with nothing opened.
     let network = listen::bind_all(&config.listen, config.tls.as_ref())?;
+    let http_listener = match config.http_listen {
+        Some(addr) => Some(http::bind(addr).await.map_err(|e| {
+            StartError::Network(format!(
+                "cannot serve HTTP on {addr} ({e}); pick another port with BATON_HTTP_LISTEN"
+            ))
+        })?),
+        None => None,
+    };
     let (store, writes) = Store::open(&config.database_path, clock.wall_ms())?;
     let (writer, writer_thread) =
         Writer::spawn(Box::new(writes), store.health().clone(), clock.clone())
@@ -392,6 +401,11 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     if app.config.unix_auth_token {
         tracing::info!("BATON_UNIX_AUTH=token: Unix-socket clients authenticate with a token too");
     }
+    if let Some(listener) = &http_listener {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!("serving http://{addr}/metrics (Authorization: Bearer, admin tokens)");
+        }
+    }
     for net in &network {
         tracing::info!(
             "serving {} (clients authenticate with a token first)",
@@ -409,6 +423,8 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
+    let http_task = http_listener
+        .map(|listener| tokio::spawn(http::serve(listener, app.clone(), shutdown.clone())));
     let network_tasks: Vec<_> = network
         .into_iter()
         .map(|net| {
@@ -475,6 +491,9 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     sweeper.abort();
     shutdown.cancel();
     for task in network_tasks {
+        let _ = task.await;
+    }
+    if let Some(task) = http_task {
         let _ = task.await;
     }
     // Requests waiting for a lock would hold their connections open: end them now.

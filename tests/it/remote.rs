@@ -120,6 +120,13 @@ fn start_up_refuses_unsafe_or_broken_listeners_and_says_what_to_do() {
         "{stderr}"
     );
 
+    let (status, stderr) = daemon.run_another(&["--http", "0.0.0.0:7421"]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("loopback address only") && stderr.contains("127.0.0.1:7421"),
+        "{stderr}"
+    );
+
     let (status, stderr) = daemon.run_another(&["--listen", "tls://127.0.0.1:0"]);
     assert!(!status.success());
     assert!(
