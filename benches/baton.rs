@@ -13,6 +13,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 #[path = "parts/agents.rs"]
 mod agents;
+#[path = "parts/locks.rs"]
+mod locks;
 #[path = "parts/redis.rs"]
 mod redis;
 #[path = "parts/tasks.rs"]
@@ -171,40 +173,47 @@ fn field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
-async fn concurrent_cas_sets(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
+/// Runs `client(c)` for each of `conns` clients at once, each doing `per_client`
+/// operations and returning how many failed; the operations per second and the failures.
+pub async fn clients<F, Fut>(conns: usize, per_client: usize, client: F) -> (f64, u64)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = u64> + Send + 'static,
+{
     let start = Instant::now();
-    let tasks: Vec<_> = (0..conns)
-        .map(|c| {
-            let path = path.to_path_buf();
-            tokio::spawn(async move {
-                let (mut lines, mut w) = connect(&path).await;
-                let mut version = 0u64;
-                let mut errors = 0;
-                for i in 0..per_conn {
-                    let line = format!(
-                        "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
-                    );
-                    let answer = round_trip(&mut lines, &mut w, line.as_bytes()).await;
-                    match field(&answer, "\"version\":").and_then(|v| v.parse().ok()) {
-                        Some(v) => version = v,
-                        None => {
-                            errors += 1;
-                            eprintln!("unexpected answer: {answer}");
-                        }
-                    }
-                }
-                errors
-            })
-        })
-        .collect();
+    let tasks: Vec<_> = (0..conns).map(|c| tokio::spawn(client(c))).collect();
     let mut errors = 0;
     for t in tasks {
         errors += t.await.unwrap();
     }
-    (
-        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
-        errors,
-    )
+    let rate = (conns * per_client) as f64 / start.elapsed().as_secs_f64();
+    (rate, errors)
+}
+
+async fn concurrent_cas_sets(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
+    clients(conns, per_conn, |c| {
+        let path = path.to_path_buf();
+        async move {
+            let (mut lines, mut w) = connect(&path).await;
+            let mut version = 0u64;
+            let mut errors = 0;
+            for i in 0..per_conn {
+                let line = format!(
+                    "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
+                );
+                let answer = round_trip(&mut lines, &mut w, line.as_bytes()).await;
+                match field(&answer, "\"version\":").and_then(|v| v.parse().ok()) {
+                    Some(v) => version = v,
+                    None => {
+                        errors += 1;
+                        eprintln!("unexpected answer: {answer}");
+                    }
+                }
+            }
+            errors
+        }
+    })
+    .await
 }
 
 /// Best and median rate of `rounds` bursts of `n` pipelined Sets on one connection.
@@ -313,191 +322,6 @@ async fn call(
     serde_json::from_str(&round_trip(lines, w, line.as_bytes()).await).unwrap()
 }
 
-fn acquire_request(key: &str, owner: &str) -> serde_json::Value {
-    serde_json::json!({"id": 1, "method": "AcquireResourceLock",
-        "params": {"resource_key": key, "owner": owner, "ttl_secs": 600}})
-}
-
-fn release_request(lease: &serde_json::Value) -> serde_json::Value {
-    serde_json::json!({"id": 2, "method": "ReleaseResourceLock",
-        "params": {"resource_key": lease["resource_key"], "lease_id": lease["lease_id"]}})
-}
-
-/// Durable acquire+release cycles per second from `conns` connections on distinct keys.
-async fn lock_cycles(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..conns)
-        .map(|c| {
-            let path = path.to_path_buf();
-            tokio::spawn(async move {
-                let (mut lines, mut w) = connect(&path).await;
-                let mut errors = 0;
-                for i in 0..per_conn {
-                    let key = format!("file:cycle/c{c}/k{i}.rs");
-                    let acquire = format!("{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"owner\":\"bench\",\"ttl_secs\":600}}}}\n");
-                    let lease = round_trip(&mut lines, &mut w, acquire.as_bytes()).await;
-                    let Some(lease_id) = field(&lease, "\"lease_id\":") else {
-                        errors += 1;
-                        eprintln!("unexpected answer: {lease}");
-                        continue;
-                    };
-                    let release = format!("{{\"id\":2,\"method\":\"ReleaseResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"lease_id\":\"{lease_id}\"}}}}\n");
-                    let released = round_trip(&mut lines, &mut w, release.as_bytes()).await;
-                    if !released.contains("\"result\"") {
-                        errors += 1;
-                        eprintln!("unexpected answer: {released}");
-                    }
-                }
-                errors
-            })
-        })
-        .collect();
-    let mut errors = 0;
-    for t in tasks {
-        errors += t.await.unwrap();
-    }
-    (
-        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
-        errors,
-    )
-}
-
-/// Median wall time in milliseconds of `baton guard check` over `n` paths, one of them
-/// held by someone else (as a pre-commit hook runs it).
-fn guard_check(socket: &Path, n: usize) -> f64 {
-    let paths: Vec<String> = (0..n)
-        .map(|i| format!("guarded/dir{}/f{i}.rs", i % 7))
-        .collect();
-    let held = format!(
-        "{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"file:{}\",\"owner\":\"other\",\"ttl_secs\":600}}}}\n",
-        paths[n / 2]
-    );
-    let mut probe = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    std::io::Write::write_all(&mut probe, held.as_bytes()).unwrap();
-    let mut answer = String::new();
-    BufReader::new(&probe).read_line(&mut answer).unwrap();
-    let mut samples = Vec::new();
-    for _ in 0..11 {
-        let start = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .args(["guard", "check", "--owner", "me"])
-            .args(&paths)
-            .env("BATON_SOCKET_PATH", socket)
-            .env_remove("BATON_URL")
-            .output()
-            .expect("run baton");
-        samples.push(start.elapsed());
-        assert_eq!(out.status.code(), Some(5), "one path is held by another");
-    }
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e3
-}
-
-/// Median acquire round trip in microseconds on one connection (each lease released
-/// after it is timed), with keys under `dir`.
-async fn acquire_latency(path: &Path, dir: &str, n: usize, errors: &mut u64) -> f64 {
-    let (mut lines, mut w) = connect(path).await;
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n {
-        let key = format!("file:{dir}/probe-{i}.rs");
-        let start = Instant::now();
-        let lease = call(&mut lines, &mut w, acquire_request(&key, "probe")).await;
-        samples.push(start.elapsed());
-        if lease["result"]["status"] != "acquired" {
-            *errors += 1;
-            eprintln!("unexpected answer: {lease}");
-            continue;
-        }
-        call(&mut lines, &mut w, release_request(&lease["result"])).await;
-    }
-    samples.sort();
-    percentile(&samples, 0.5)
-}
-
-/// Takes `n` locks in pipelined bursts, spread over directories 100 files each.
-async fn fill_locks(path: &Path, n: usize) -> u64 {
-    let (mut lines, mut w) = connect(path).await;
-    let mut errors = 0;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
-        let mut burst = Vec::new();
-        for i in chunk {
-            let mut line =
-                acquire_request(&format!("file:fill/d{}/f{i}.rs", i / 100), "filler").to_string();
-            line.push('\n');
-            burst.extend_from_slice(line.as_bytes());
-        }
-        w.write_all(&burst).await.unwrap();
-        for _ in chunk {
-            if !lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("an answer")
-                .contains("\"acquired\"")
-            {
-                errors += 1;
-            }
-        }
-    }
-    errors
-}
-
-/// Median and p99 time, in microseconds, from sending a release to the queued waiter
-/// reading its grant.
-async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64) {
-    let (mut holder_lines, mut holder) = connect(path).await;
-    let (mut waiter_lines, mut waiter) = connect(path).await;
-    let (mut obs_lines, mut obs) = connect(path).await;
-    let mut samples = Vec::with_capacity(rounds);
-    let mut lease = call(
-        &mut holder_lines,
-        &mut holder,
-        acquire_request("tool:baton", "h0"),
-    )
-    .await["result"]
-        .clone();
-    for round in 0..rounds {
-        let mut wait = acquire_request("tool:baton", &format!("w{round}"));
-        wait["params"]["wait_ms"] = serde_json::json!(60_000);
-        let mut line = wait.to_string();
-        line.push('\n');
-        waiter.write_all(line.as_bytes()).await.unwrap();
-        // Until the daemon has queued the waiter.
-        loop {
-            let m = call(
-                &mut obs_lines,
-                &mut obs,
-                serde_json::json!({"id": 3, "method": "Metrics"}),
-            )
-            .await;
-            if m["result"]["locks"]["waiting"] == 1 {
-                break;
-            }
-        }
-        let mut line = release_request(&lease).to_string();
-        line.push('\n');
-        let start = Instant::now();
-        holder.write_all(line.as_bytes()).await.unwrap();
-        let granted: serde_json::Value =
-            serde_json::from_str(&waiter_lines.next_line().await.unwrap().expect("an answer"))
-                .unwrap();
-        samples.push(start.elapsed());
-        let released = holder_lines.next_line().await.unwrap().expect("an answer");
-        if granted["result"]["status"] != "acquired" || released.contains("\"error\"") {
-            *errors += 1;
-            eprintln!("unexpected answers: {granted} / {released}");
-            break;
-        }
-        lease = granted["result"].clone();
-        // The waiter becomes the holder for the next round.
-        std::mem::swap(&mut holder, &mut waiter);
-        std::mem::swap(&mut holder_lines, &mut waiter_lines);
-    }
-    samples.sort();
-    (percentile(&samples, 0.5), percentile(&samples, 0.99))
-}
-
-/// Registers a task of `n` nodes (a chain when `chain`), returning its id.
 async fn run() -> (Vec<Row>, u64) {
     let dir = tempfile::tempdir().unwrap();
     // The durable peer, and the same server keeping nothing, for reference.
@@ -651,7 +475,7 @@ async fn run() -> (Vec<Row>, u64) {
     }
 
     if only("locks") {
-        let (cycle_rate, cycle_errors) = lock_cycles(&socket, 16, cycles_per_conn).await;
+        let (cycle_rate, cycle_errors) = locks::lock_cycles(&socket, 16, cycles_per_conn).await;
         errors += cycle_errors;
         rows.push(Row {
             name: "lock acquire+release, 16 connections",
@@ -683,7 +507,7 @@ async fn run() -> (Vec<Row>, u64) {
             1.0,
         );
 
-        let (hand_p50, hand_p99) = hand_off(&socket, hand_rounds, &mut errors).await;
+        let (hand_p50, hand_p99) = locks::hand_off(&socket, hand_rounds, &mut errors).await;
         rows.push(Row {
             name: "lock hand-off, release to waiter",
             figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
@@ -691,7 +515,7 @@ async fn run() -> (Vec<Row>, u64) {
             pass: Some(hand_p50 < 1000.0),
         });
 
-        let guard_ms = tokio::task::block_in_place(|| guard_check(&socket, 100));
+        let guard_ms = tokio::task::block_in_place(|| locks::guard_check(&socket, 100));
         rows.push(Row {
             name: "baton guard check, 100 paths",
             figure: format!("median {guard_ms:.1} ms (a whole `baton` process)"),
@@ -699,9 +523,9 @@ async fn run() -> (Vec<Row>, u64) {
             pass: Some(guard_ms <= 50.0),
         });
 
-        let empty_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
-        errors += fill_locks(&socket, live_locks).await;
-        let full_p50 = acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+        let empty_p50 = locks::acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
+        errors += locks::fill_locks(&socket, live_locks).await;
+        let full_p50 = locks::acquire_latency(&socket, "fill/d5", probes, &mut errors).await;
         rows.push(Row {
             name: "acquire latency, none vs many held",
             figure: format!(

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use super::{connect, field, percentile, round_trip};
+use super::{clients, connect, field, percentile, round_trip};
 
 /// Registers `name`; its session id.
 async fn join(path: &Path, name: &str) -> String {
@@ -59,36 +59,25 @@ pub async fn exchange(path: &Path, agents: usize, per_agent: usize) -> (f64, u64
     for a in 0..agents {
         sessions.push(join(path, &format!("bench-agent-{a}")).await);
     }
-    let start = Instant::now();
-    let tasks: Vec<_> = sessions
-        .into_iter()
-        .enumerate()
-        .map(|(a, session)| {
-            let path = path.to_path_buf();
-            tokio::spawn(async move {
-                let (mut lines, mut w) = connect(&path).await;
-                let to = format!("bench-agent-{}", (a + 1) % agents);
-                let mut errors = 0;
-                for i in 0..per_agent {
-                    let send = format!(
-                        "{{\"id\":{i},\"method\":\"SendMessage\",\"params\":{{\"session_id\":\"{session}\",\"to\":[\"{to}\"],\"body\":{{\"n\":{i}}}}}}}\n"
-                    );
-                    let answer = round_trip(&mut lines, &mut w, send.as_bytes()).await;
-                    if !answer.contains("\"result\"") {
-                        errors += 1;
-                        eprintln!("unexpected answer: {answer}");
-                    }
+    clients(agents, per_agent, |a| {
+        let path = path.to_path_buf();
+        let session = sessions[a].clone();
+        async move {
+            let (mut lines, mut w) = connect(&path).await;
+            let to = format!("bench-agent-{}", (a + 1) % agents);
+            let mut errors = 0;
+            for i in 0..per_agent {
+                let send = format!(
+                    "{{\"id\":{i},\"method\":\"SendMessage\",\"params\":{{\"session_id\":\"{session}\",\"to\":[\"{to}\"],\"body\":{{\"n\":{i}}}}}}}\n"
+                );
+                let answer = round_trip(&mut lines, &mut w, send.as_bytes()).await;
+                if !answer.contains("\"result\"") {
+                    errors += 1;
+                    eprintln!("unexpected answer: {answer}");
                 }
-                errors
-            })
-        })
-        .collect();
-    let mut errors = 0;
-    for t in tasks {
-        errors += t.await.unwrap();
-    }
-    (
-        (agents * per_agent) as f64 / start.elapsed().as_secs_f64(),
-        errors,
-    )
+            }
+            errors
+        }
+    })
+    .await
 }

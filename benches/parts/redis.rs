@@ -13,6 +13,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::UnixStream;
 
+use super::clients;
+
 /// A Redis server started for the bench; killed when dropped.
 pub struct Redis {
     child: Child,
@@ -149,92 +151,71 @@ const UNLOCK: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 /// Lua CAS Sets per second from `conns` connections, each on its own key.
 pub async fn cas_sets(socket: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
     let sha = Conn::open(socket).await.load(CAS).await;
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..conns)
-        .map(|c| {
-            let socket = socket.to_path_buf();
-            let sha = sha.clone();
-            tokio::spawn(async move {
-                let mut conn = Conn::open(&socket).await;
-                let key = format!("cas-{c}");
-                let (mut version, mut errors) = (0i64, 0);
-                for i in 0..per_conn {
-                    let (v, value) = (version.to_string(), i.to_string());
-                    let args: [&[u8]; 6] = [
-                        b"EVALSHA",
-                        &sha,
-                        b"1",
-                        key.as_bytes(),
-                        v.as_bytes(),
-                        value.as_bytes(),
-                    ];
-                    match conn.call(&args).await {
-                        Reply::Int(n) if n == version + 1 => version = n,
-                        other => {
-                            errors += 1;
-                            eprintln!("redis CAS answered {other:?}");
-                        }
+    clients(conns, per_conn, |c| {
+        let socket = socket.to_path_buf();
+        let sha = sha.clone();
+        async move {
+            let mut conn = Conn::open(&socket).await;
+            let key = format!("cas-{c}");
+            let (mut version, mut errors) = (0i64, 0);
+            for i in 0..per_conn {
+                let (v, value) = (version.to_string(), i.to_string());
+                let args: [&[u8]; 6] = [
+                    b"EVALSHA",
+                    &sha,
+                    b"1",
+                    key.as_bytes(),
+                    v.as_bytes(),
+                    value.as_bytes(),
+                ];
+                match conn.call(&args).await {
+                    Reply::Int(n) if n == version + 1 => version = n,
+                    other => {
+                        errors += 1;
+                        eprintln!("redis CAS answered {other:?}");
                     }
                 }
-                errors
-            })
-        })
-        .collect();
-    let mut errors = 0;
-    for t in tasks {
-        errors += t.await.unwrap();
-    }
-    (
-        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
-        errors,
-    )
+            }
+            errors
+        }
+    })
+    .await
 }
 
 /// `SET key token NX PX` + Lua unlock pairs per second from `conns` connections on
 /// distinct keys: the usual Redis lock.
 pub async fn lock_pairs(socket: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
     let sha = Conn::open(socket).await.load(UNLOCK).await;
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..conns)
-        .map(|c| {
-            let socket = socket.to_path_buf();
-            let sha = sha.clone();
-            tokio::spawn(async move {
-                let mut conn = Conn::open(&socket).await;
-                let mut errors = 0;
-                for i in 0..per_conn {
-                    let key = format!("lock:cycle/c{c}/k{i}.rs");
-                    let token = format!("bench-{c}-{i}");
-                    let set: [&[u8]; 6] = [
-                        b"SET",
-                        key.as_bytes(),
-                        token.as_bytes(),
-                        b"NX",
-                        b"PX",
-                        b"600000",
-                    ];
-                    if conn.call(&set).await != Reply::Ok {
-                        errors += 1;
-                        continue;
-                    }
-                    let unlock: [&[u8]; 5] =
-                        [b"EVALSHA", &sha, b"1", key.as_bytes(), token.as_bytes()];
-                    if conn.call(&unlock).await != Reply::Int(1) {
-                        errors += 1;
-                    }
+    clients(conns, per_conn, |c| {
+        let socket = socket.to_path_buf();
+        let sha = sha.clone();
+        async move {
+            let mut conn = Conn::open(&socket).await;
+            let mut errors = 0;
+            for i in 0..per_conn {
+                let key = format!("lock:cycle/c{c}/k{i}.rs");
+                let token = format!("bench-{c}-{i}");
+                let set: [&[u8]; 6] = [
+                    b"SET",
+                    key.as_bytes(),
+                    token.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    b"600000",
+                ];
+                if conn.call(&set).await != Reply::Ok {
+                    errors += 1;
+                    continue;
                 }
-                errors
-            })
-        })
-        .collect();
-    let mut errors = 0;
-    for t in tasks {
-        errors += t.await.unwrap();
-    }
-    (
-        (conns * per_conn) as f64 / start.elapsed().as_secs_f64(),
-        errors,
-    )
+                let unlock: [&[u8]; 5] = [b"EVALSHA", &sha, b"1", key.as_bytes(), token.as_bytes()];
+                if conn.call(&unlock).await != Reply::Int(1) {
+                    errors += 1;
+                }
+            }
+            errors
+        }
+    })
+    .await
 }
 
 /// SETs per second on one connection keeping `window` in flight.
