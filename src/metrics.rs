@@ -153,49 +153,36 @@ impl Metrics {
     /// (seconds, ascending): cumulative counts of requests at most that long (a request
     /// counts under a bound once its whole bucket lies within it), the count and the sum.
     pub fn histograms(&self, le: &[f64]) -> Vec<(&'static str, Histogram)> {
-        self.methods
-            .iter()
-            .map(|(name, stats)| (*name, stats))
-            .chain(std::iter::once((REJECTED, &self.rejected)))
-            .filter_map(|(name, stats)| {
-                let counts: Vec<u64> = stats
-                    .buckets
+        self.served()
+            .map(|(name, stats, counts, count)| {
+                let cumulative = le
                     .iter()
-                    .map(|b| b.load(Ordering::Relaxed))
+                    .map(|bound| {
+                        let within = counts
+                            .iter()
+                            .enumerate()
+                            .take_while(|(i, _)| {
+                                let upper_us = 2f64.powf((*i + 1) as f64 / STEPS_PER_DOUBLING);
+                                upper_us / 1e6 <= *bound
+                            })
+                            .map(|(_, n)| n)
+                            .sum();
+                        (*bound, within)
+                    })
                     .collect();
-                let count: u64 = counts.iter().sum();
-                (count > 0).then(|| {
-                    let cumulative = le
-                        .iter()
-                        .map(|bound| {
-                            let within = counts
-                                .iter()
-                                .enumerate()
-                                .take_while(|(i, _)| {
-                                    let upper_us = 2f64.powf((*i + 1) as f64 / STEPS_PER_DOUBLING);
-                                    upper_us / 1e6 <= *bound
-                                })
-                                .map(|(_, n)| n)
-                                .sum();
-                            (*bound, within)
-                        })
-                        .collect();
-                    let sum = stats.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-                    (
-                        name,
-                        Histogram {
-                            cumulative,
-                            count,
-                            sum,
-                        },
-                    )
-                })
+                let sum = stats.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+                let histogram = Histogram {
+                    cumulative,
+                    count,
+                    sum,
+                };
+                (name, histogram)
             })
             .collect()
     }
 
-    /// Figures of every method that has served at least one request.
-    pub fn methods(&self) -> BTreeMap<&'static str, MethodFigures> {
+    /// Every method that has served a request, with its bucket counts and their total.
+    fn served(&self) -> impl Iterator<Item = (&'static str, &MethodStats, Vec<u64>, u64)> + '_ {
         self.methods
             .iter()
             .map(|(name, stats)| (*name, stats))
@@ -207,18 +194,22 @@ impl Metrics {
                     .map(|b| b.load(Ordering::Relaxed))
                     .collect();
                 let total: u64 = counts.iter().sum();
-                (total > 0).then(|| {
-                    (
-                        name,
-                        MethodFigures {
-                            count: stats.count.load(Ordering::Relaxed),
-                            errors: stats.errors.load(Ordering::Relaxed),
-                            p50_us: stats.percentile(&counts, total, 0.50),
-                            p99_us: stats.percentile(&counts, total, 0.99),
-                            max_us: stats.max_us.load(Ordering::Relaxed),
-                        },
-                    )
-                })
+                (total > 0).then_some((name, stats, counts, total))
+            })
+    }
+
+    /// Figures of every method that has served at least one request.
+    pub fn methods(&self) -> BTreeMap<&'static str, MethodFigures> {
+        self.served()
+            .map(|(name, stats, counts, total)| {
+                let figures = MethodFigures {
+                    count: stats.count.load(Ordering::Relaxed),
+                    errors: stats.errors.load(Ordering::Relaxed),
+                    p50_us: stats.percentile(&counts, total, 0.50),
+                    p99_us: stats.percentile(&counts, total, 0.99),
+                    max_us: stats.max_us.load(Ordering::Relaxed),
+                };
+                (name, figures)
             })
             .collect()
     }
