@@ -44,7 +44,7 @@ pub struct Flags {
     /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
     #[arg(long, value_name = "MS")]
     pub shutdown_grace_ms: Option<String>,
-    /// Serve HTTP (/metrics for Prometheus) on ADDR:PORT, loopback only for now (BATON_HTTP_LISTEN) [default: off]
+    /// Serve /metrics for Prometheus on https://ADDR:PORT (with BATON_TLS_CERT and BATON_TLS_KEY), or on http://ADDR:PORT on loopback only (BATON_HTTP_LISTEN) [default: off]
     #[arg(long = "http", value_name = "ADDR:PORT")]
     pub http_listen: Option<String>,
     /// Also listen on the network: tls://ADDR:PORT, or tcp://ADDR:PORT on loopback only; repeatable or comma-separated (BATON_LISTEN) [default: the Unix socket only]
@@ -107,7 +107,7 @@ pub struct Config {
     /// Network listeners (`BATON_LISTEN`), besides the Unix socket.
     pub listen: Vec<Listen>,
     /// The HTTP listener (`BATON_HTTP_LISTEN`): /metrics.
-    pub http_listen: Option<std::net::SocketAddr>,
+    pub http_listen: Option<Listen>,
     /// Certificate and key of the TLS listeners; set whenever one is configured.
     pub tls: Option<TlsFiles>,
     /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
@@ -466,35 +466,37 @@ impl Config {
             None => None,
             Some((raw, source)) => {
                 let what = layers.describe("BATON_HTTP_LISTEN", source);
-                let raw = raw
-                    .trim()
-                    .trim_start_matches("http://")
-                    .trim_end_matches('/');
+                let raw = raw.trim().trim_end_matches('/');
+                let (tls, raw) = match raw.strip_prefix("https://") {
+                    Some(rest) => (true, rest),
+                    None => (false, raw.trim_start_matches("http://")),
+                };
                 let addr = match raw.strip_prefix("localhost:") {
                     Some(port) => format!("127.0.0.1:{port}"),
                     None => raw.to_string(),
                 };
                 let addr: std::net::SocketAddr = addr.parse().map_err(|_| {
                     ConfigError(format!(
-                        "{what} is `{raw}`, which is not IP:PORT; write e.g. 127.0.0.1:7421"
+                        "{what} is `{raw}`, which is not IP:PORT; write e.g. 127.0.0.1:7421 or https://0.0.0.0:7421"
                     ))
                 })?;
-                if !addr.ip().is_loopback() {
+                if !tls && !addr.ip().is_loopback() {
                     return Err(ConfigError(format!(
-                        "{what} is {addr}: HTTP is served on a loopback address only (HTTPS is not available yet); use 127.0.0.1:{}, and reach it from elsewhere through an SSH tunnel or a TLS proxy",
+                        "{what} is {addr}: plain HTTP is served on a loopback address only (tokens would cross the network in clear text); use https://{addr} with BATON_TLS_CERT and BATON_TLS_KEY, or 127.0.0.1:{} for this host only",
                         addr.port()
                     )));
                 }
-                Some(addr)
+                Some(Listen { tls, addr })
             }
         };
         let listen = match layers.get("BATON_LISTEN") {
             None => Vec::new(),
             Some((raw, source)) => parse_listen(&raw, &layers.describe("BATON_LISTEN", source))?,
         };
-        let tls = if listen.iter().any(|l| l.tls) {
+        let tls = if listen.iter().chain(http_listen.iter()).any(|l| l.tls) {
             let shown: Vec<String> = listen
                 .iter()
+                .chain(http_listen.iter())
                 .filter(|l| l.tls)
                 .map(|l| l.to_string())
                 .collect();

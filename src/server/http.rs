@@ -1,17 +1,22 @@
-//! The HTTP listener (`BATON_HTTP_LISTEN`, loopback only for now): `/metrics` in the
-//! Prometheus text exposition format, the figures of Metrics as counters, gauges and a
-//! latency histogram per method. Every route needs a token with the `admin` grant, as
-//! the Metrics method does (`Authorization: Bearer <token>`).
+//! The HTTP listener (`BATON_HTTP_LISTEN`: HTTPS with the TLS settings, or plain HTTP on
+//! loopback): `/metrics` in the Prometheus text exposition format, the figures of Metrics
+//! as counters, gauges and a latency histogram per method. Every route needs a token with
+//! the `admin` grant, as the Metrics method does (`Authorization: Bearer <token>`).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
@@ -25,21 +30,96 @@ const LE: [f64; 16] = [
     5.0, 10.0,
 ];
 
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Binds the listener now (so a port in use stops the start); serves until `shutdown`.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await
 }
 
-pub async fn serve(listener: tokio::net::TcpListener, app: Arc<App>, shutdown: CancellationToken) {
+/// Serves `/metrics` on `listener`, over TLS with `tls`, until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    app: Arc<App>,
+    shutdown: CancellationToken,
+) {
     let router = Router::new()
         .route("/metrics", get(metrics))
         .with_state(app);
-    let stopped = async move { shutdown.cancelled().await };
-    if let Err(err) = axum::serve(listener, router)
-        .with_graceful_shutdown(stopped)
-        .await
-    {
+    let stopped = shutdown.clone();
+    let stopped = async move { stopped.cancelled().await };
+    let served = match tls {
+        None => {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+        Some(acceptor) => {
+            let listener = TlsListener::start(listener, acceptor, shutdown);
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stopped)
+                .await
+        }
+    };
+    if let Err(err) = served {
         tracing::error!(%err, "the HTTP listener stopped");
+    }
+}
+
+/// Connections that finished their TLS handshake. Handshakes run in tasks of their own,
+/// so a slow or silent client holds up nobody else.
+struct TlsListener {
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    addr: SocketAddr,
+}
+
+impl TlsListener {
+    fn start(listener: TcpListener, acceptor: TlsAcceptor, shutdown: CancellationToken) -> Self {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (tx, ready) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    accepted = listener.accept() => accepted,
+                };
+                let Ok((tcp, peer)) = accepted else {
+                    // Out of descriptors, mostly: give it a moment.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
+                    {
+                        let _ = tx.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        TlsListener { ready, addr }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(ready) => ready,
+            // The accept task ended (shutdown): wait for the graceful shutdown to end us.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.addr)
     }
 }
 

@@ -78,7 +78,7 @@ fn load_certs(
 
 /// Builds the TLS server configuration from the PEM files; each failure says which file
 /// and what to do.
-fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
+pub(super) fn tls_acceptor(files: &TlsFiles) -> Result<TlsAcceptor, StartError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certs = load_certs(&files.cert, "certificate", "BATON_TLS_CERT")?;
     let key_pem = read_pem(&files.key, "private key", "BATON_TLS_KEY")?;

@@ -369,12 +369,20 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     // Certificates and ports before the database: a bad PEM or a port in use stops the
     // start here, with nothing opened.
     let network = listen::bind_all(&config.listen, config.tls.as_ref())?;
-    let http_listener = match config.http_listen {
-        Some(addr) => Some(http::bind(addr).await.map_err(|e| {
-            StartError::Network(format!(
-                "cannot serve HTTP on {addr} ({e}); pick another port with BATON_HTTP_LISTEN"
-            ))
-        })?),
+    let http_listener = match &config.http_listen {
+        Some(listen) => {
+            let tls = match (listen.tls, config.tls.as_ref()) {
+                (true, Some(files)) => Some(listen::tls_acceptor(files)?),
+                _ => None,
+            };
+            let bound = http::bind(listen.addr).await.map_err(|e| {
+                StartError::Network(format!(
+                    "cannot serve HTTP on {} ({e}); pick another port with BATON_HTTP_LISTEN",
+                    listen.addr
+                ))
+            })?;
+            Some((bound, tls))
+        }
         None => None,
     };
     let (store, writes) = Store::open(&config.database_path, clock.wall_ms())?;
@@ -401,9 +409,12 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     if app.config.unix_auth_token {
         tracing::info!("BATON_UNIX_AUTH=token: Unix-socket clients authenticate with a token too");
     }
-    if let Some(listener) = &http_listener {
+    if let Some((listener, tls)) = &http_listener {
         if let Ok(addr) = listener.local_addr() {
-            tracing::info!("serving http://{addr}/metrics (Authorization: Bearer, admin tokens)");
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            tracing::info!(
+                "serving {scheme}://{addr}/metrics (Authorization: Bearer, admin tokens)"
+            );
         }
     }
     for net in &network {
@@ -423,8 +434,9 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
     let connections = TaskTracker::new();
-    let http_task = http_listener
-        .map(|listener| tokio::spawn(http::serve(listener, app.clone(), shutdown.clone())));
+    let http_task = http_listener.map(|(listener, tls)| {
+        tokio::spawn(http::serve(listener, tls, app.clone(), shutdown.clone()))
+    });
     let network_tasks: Vec<_> = network
         .into_iter()
         .map(|net| {

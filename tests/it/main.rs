@@ -9,6 +9,7 @@ mod common;
 mod credentials;
 mod durability;
 mod guard;
+mod https;
 mod layering;
 mod lifecycle;
 mod lock_expiry;

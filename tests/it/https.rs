@@ -1,0 +1,50 @@
+//! `/metrics` over HTTPS with the TLS settings: a client that trusts the CA reads the
+//! Prometheus text with an admin token, and is refused without one.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use crate::common::Daemon;
+use crate::net::{tls_config, token, TestCa};
+
+/// One HTTP/1.1 GET over TLS; the whole response.
+fn get(port: u16, ca: &TestCa, path: &str, bearer: Option<&str>) -> String {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(tls_config(&ca.ca(), None), name).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let auth = bearer.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    // The server closes the TLS session after the answer; an unclean close is fine here.
+    let _ = tls.read_to_string(&mut response);
+    response
+}
+
+#[test]
+fn metrics_over_https_with_an_admin_token() {
+    let ca = TestCa::new("metrics");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut args = vec!["--http".to_string(), format!("https://127.0.0.1:{port}")];
+    args.extend(ca.server_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_with(&args);
+    let admin = token(&daemon, &["admin"]);
+    let refused = get(port, &ca, "/metrics", None);
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    let answer = get(port, &ca, "/metrics", Some(&admin));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("# TYPE baton_requests_total counter"),
+        "{answer}"
+    );
+    assert!(!answer.contains(&admin), "no secret in the figures");
+}
