@@ -232,6 +232,31 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+impl From<tokio_postgres::Error> for Error {
+    fn from(err: tokio_postgres::Error) -> Error {
+        use tokio_postgres::error::SqlState;
+        let Some(code) = err.code() else {
+            // No SQLSTATE: the connection or the network failed.
+            return Error::Unavailable(format!(
+                "PostgreSQL is unreachable ({err}); nothing was written, retry once it is back"
+            ));
+        };
+        let class = &code.code()[..2];
+        if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
+        {
+            return Error::Unavailable(format!("storage is busy ({err}); retry shortly"));
+        }
+        match class {
+            // Bad data, integrity, syntax or a missing object: not the server's state.
+            "22" | "23" | "42" => Error::Internal(format!("storage: {err}")),
+            // Resources, shutdown, connection, operator intervention, system errors.
+            _ => Error::Unavailable(format!(
+                "PostgreSQL refused or failed ({err}); nothing was written, retry shortly"
+            )),
+        }
+    }
+}
+
 impl From<r2d2::Error> for Error {
     fn from(err: r2d2::Error) -> Error {
         Error::Unavailable(format!(

@@ -13,6 +13,7 @@ mod leases;
 mod meta;
 pub mod migrations;
 mod nodes;
+pub mod postgres;
 mod state;
 mod tokens;
 
