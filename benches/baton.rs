@@ -28,6 +28,10 @@ type Lines = tokio::io::Lines<TokioBufReader<OwnedReadHalf>>;
 #[path = "parts/tls.rs"]
 mod tls;
 
+/// Two daemons on one PostgreSQL database, beside one on SQLite.
+#[path = "parts/postgres.rs"]
+mod postgres;
+
 struct Row {
     name: &'static str,
     figure: String,
@@ -36,7 +40,8 @@ struct Row {
 }
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
-/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls).
+/// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls,
+/// postgres).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -507,7 +512,8 @@ async fn run() -> (Vec<Row>, u64) {
             1.0,
         );
 
-        let (hand_p50, hand_p99) = locks::hand_off(&socket, hand_rounds, &mut errors).await;
+        let (hand_p50, hand_p99) =
+            locks::hand_off(&socket, &socket, hand_rounds, &mut errors).await;
         rows.push(Row {
             name: "lock hand-off, release to waiter",
             figure: format!("p50 {hand_p50:.0} us, p99 {hand_p99:.0} us"),
@@ -621,6 +627,9 @@ async fn run() -> (Vec<Row>, u64) {
 
     if only("tls") {
         tls::compare(&mut rows, &mut errors, n_seq, cas_per_conn).await;
+    }
+    if only("postgres") {
+        postgres::compare(&mut rows, &mut errors, cas_per_conn).await;
     }
 
     let (mut lines, mut w) = connect(&socket).await;

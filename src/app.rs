@@ -22,16 +22,20 @@ pub struct App {
     pub metrics: Metrics,
     /// Revoked tokens and the failure log, shared by every connection.
     pub auth: methods::auth::Registry,
+    /// This daemon's id, new at every start.
+    pub instance_id: String,
     started: Duration,
     describe: OnceLock<Box<RawValue>>,
 }
 
 impl App {
     pub fn new(config: Config, store: Store, writer: Writer, clock: Arc<dyn Clock>) -> App {
+        let instance_id = store.instance_id.clone();
         App {
             config,
             store,
             writer,
+            instance_id,
             started: clock.monotonic(),
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),

@@ -14,9 +14,12 @@ pub struct Flags {
     /// Unix socket path (BATON_SOCKET_PATH) [default: $BATON_HOME/baton.sock]
     #[arg(long, value_name = "PATH")]
     pub socket: Option<String>,
-    /// Database URL (BATON_DATABASE_URL) [default: sqlite://$BATON_HOME/baton.db]
+    /// Database URL: sqlite://PATH or postgres://USER@HOST/DB (BATON_DATABASE_URL) [default: sqlite://$BATON_HOME/baton.db]
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
+    /// With PostgreSQL: how long after an instance's last heartbeat the others end its connections' leases and sessions (BATON_INSTANCE_TIMEOUT_SECS) [default: 15]
+    #[arg(long, value_name = "SECS")]
+    pub instance_timeout_secs: Option<String>,
     /// Env file to read (BATON_ENV_FILE) [default: $BATON_HOME/.env]
     #[arg(long, value_name = "PATH")]
     pub env_file: Option<String>,
@@ -87,12 +90,63 @@ pub struct TlsFiles {
     pub client_ca: Option<PathBuf>,
 }
 
+/// Where the state lives (`BATON_DATABASE_URL`).
+#[derive(Clone)]
+pub enum Database {
+    /// An embedded SQLite file, this daemon's alone.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database any number of batond share. The URL may hold a password: it is
+    /// shown only through [`Database::shown`].
+    Postgres(String),
+}
+
+impl Database {
+    /// The SQLite file, when the state lives in one.
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            Database::Sqlite(path) => Some(path),
+            Database::Postgres(_) => None,
+        }
+    }
+
+    /// How logs and errors name it: the path, or the URL without its password.
+    pub fn shown(&self) -> String {
+        match self {
+            Database::Sqlite(path) => path.display().to_string(),
+            Database::Postgres(url) => without_password(url),
+        }
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
+/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// The resolved configuration of one daemon.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub home: PathBuf,
     pub socket_path: PathBuf,
-    pub database_path: PathBuf,
+    pub database: Database,
+    /// With PostgreSQL: how long an instance may miss heartbeats before the others end its
+    /// connection-bound leases and sessions.
+    pub instance_timeout_secs: u64,
     /// The env file that was read, if one existed.
     pub env_file: Option<PathBuf>,
     pub socket_mode: u32,
@@ -326,6 +380,7 @@ impl Config {
             ("BATON_HOME", &flags.home),
             ("BATON_SOCKET_PATH", &flags.socket),
             ("BATON_DATABASE_URL", &flags.database_url),
+            ("BATON_INSTANCE_TIMEOUT_SECS", &flags.instance_timeout_secs),
             ("BATON_ENV_FILE", &flags.env_file),
             ("BATON_SOCKET_MODE", &flags.socket_mode),
             ("BATON_LOCK_TTL_SECS", &flags.lock_ttl_secs),
@@ -411,20 +466,31 @@ impl Config {
         let socket_path = layers
             .path("BATON_SOCKET_PATH")?
             .unwrap_or_else(|| home.join("baton.sock"));
-        let database_path = match layers.get("BATON_DATABASE_URL") {
-            None => home.join("baton.db"),
+        let database = match layers.get("BATON_DATABASE_URL") {
+            None => Database::Sqlite(home.join("baton.db")),
             Some((url, source)) => {
                 let what = layers.describe("BATON_DATABASE_URL", source);
-                let path = url
-                    .strip_prefix("sqlite://")
-                    .or_else(|| url.strip_prefix("sqlite:"))
-                    .filter(|p| !p.is_empty())
-                    .ok_or_else(|| {
-                        ConfigError(format!(
-                            "{what} is `{url}`; it must be sqlite://PATH, e.g. sqlite:///home/me/.baton/baton.db"
-                        ))
-                    })?;
-                expand_tilde(path, layers.user_home.as_deref(), &what)?
+                if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                    if url.parse::<tokio_postgres::Config>().is_err() {
+                        return Err(ConfigError(format!(
+                            "{what} is `{}`, which is not a PostgreSQL URL; write postgres://USER[:PASSWORD]@HOST[:PORT]/DB",
+                            without_password(&url)
+                        )));
+                    }
+                    Database::Postgres(url.to_string())
+                } else {
+                    let path = url
+                        .strip_prefix("sqlite://")
+                        .or_else(|| url.strip_prefix("sqlite:"))
+                        .filter(|p| !p.is_empty())
+                        .ok_or_else(|| {
+                            ConfigError(format!(
+                                "{what} is `{}`; it must be sqlite://PATH (e.g. sqlite:///home/me/.baton/baton.db) or postgres://USER@HOST[:PORT]/DB",
+                                without_password(&url)
+                            ))
+                        })?;
+                    Database::Sqlite(expand_tilde(path, layers.user_home.as_deref(), &what)?)
+                }
             }
         };
         let socket_mode = match layers.get("BATON_SOCKET_MODE") {
@@ -537,7 +603,8 @@ impl Config {
             unix_auth_token,
             home,
             socket_path,
-            database_path,
+            database,
+            instance_timeout_secs: layers.number("BATON_INSTANCE_TIMEOUT_SECS", 15, 1)?,
             env_file: layers.file_path.clone(),
             socket_mode,
             lock_ttl_secs: layers.number("BATON_LOCK_TTL_SECS", 300, 1)?,
@@ -574,7 +641,10 @@ mod tests {
         let config = Config::resolve(&Flags::default(), &env_of(&[("HOME", home)])).unwrap();
         assert_eq!(config.home, dir.path().join(".baton"));
         assert_eq!(config.socket_path, dir.path().join(".baton/baton.sock"));
-        assert_eq!(config.database_path, dir.path().join(".baton/baton.db"));
+        assert_eq!(
+            config.database.sqlite_path(),
+            Some(dir.path().join(".baton/baton.db").as_path())
+        );
         assert_eq!(config.socket_mode, 0o600);
         assert_eq!(config.max_line_bytes, 1 << 20);
     }
@@ -617,12 +687,26 @@ mod tests {
         assert!(err.contains("BATON_SOCKET_MODE (environment)"), "{err}");
         let env = env_of(&[
             ("HOME", dir.path().to_str().unwrap()),
-            ("BATON_DATABASE_URL", "postgres://x"),
+            ("BATON_DATABASE_URL", "mysql://x"),
         ]);
         let err = Config::resolve(&Flags::default(), &env)
             .unwrap_err()
             .to_string();
         assert!(err.contains("sqlite://PATH"), "{err}");
+        let env = env_of(&[
+            ("HOME", dir.path().to_str().unwrap()),
+            (
+                "BATON_DATABASE_URL",
+                "postgres://me:secret@db.example/baton",
+            ),
+        ]);
+        let config = Config::resolve(&Flags::default(), &env).unwrap();
+        assert!(matches!(config.database, Database::Postgres(_)));
+        assert_eq!(
+            config.database.shown(),
+            "postgres://me:***@db.example/baton"
+        );
+        assert_eq!(config.instance_timeout_secs, 15);
     }
 
     #[test]
@@ -634,7 +718,10 @@ mod tests {
             ("BATON_SOCKET_MODE", "0660"),
         ]);
         let config = Config::resolve(&Flags::default(), &env).unwrap();
-        assert_eq!(config.database_path, dir.path().join("data/b.db"));
+        assert_eq!(
+            config.database.sqlite_path(),
+            Some(dir.path().join("data/b.db").as_path())
+        );
         assert_eq!(config.socket_mode, 0o660);
     }
 

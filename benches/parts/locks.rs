@@ -130,11 +130,19 @@ pub async fn fill_locks(path: &Path, n: usize) -> u64 {
 }
 
 /// Median and p99 time, in microseconds, from sending a release to the queued waiter
-/// reading its grant.
-pub async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64) {
-    let (mut holder_lines, mut holder) = connect(path).await;
-    let (mut waiter_lines, mut waiter) = connect(path).await;
-    let (mut obs_lines, mut obs) = connect(path).await;
+/// reading its grant. The first holder is on `holder_path`, the first waiter on
+/// `waiter_path` (two daemons sharing a database: each round hands the lock across).
+pub async fn hand_off(
+    holder_path: &Path,
+    waiter_path: &Path,
+    rounds: usize,
+    errors: &mut u64,
+) -> (f64, f64) {
+    let (mut holder_lines, mut holder) = connect(holder_path).await;
+    let (mut waiter_lines, mut waiter) = connect(waiter_path).await;
+    // Watches the waiting count on each side.
+    let (mut obs_lines, mut obs) = connect(waiter_path).await;
+    let (mut other_obs_lines, mut other_obs) = connect(holder_path).await;
     let mut samples = Vec::with_capacity(rounds);
     let mut lease = call(
         &mut holder_lines,
@@ -179,6 +187,8 @@ pub async fn hand_off(path: &Path, rounds: usize, errors: &mut u64) -> (f64, f64
         // The waiter becomes the holder for the next round.
         std::mem::swap(&mut holder, &mut waiter);
         std::mem::swap(&mut holder_lines, &mut waiter_lines);
+        std::mem::swap(&mut obs, &mut other_obs);
+        std::mem::swap(&mut obs_lines, &mut other_obs_lines);
     }
     samples.sort();
     (percentile(&samples, 0.5), percentile(&samples, 0.99))

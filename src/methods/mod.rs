@@ -11,6 +11,7 @@
 pub mod agents;
 pub mod auth;
 pub mod idempotency;
+pub mod instances;
 pub mod journal;
 pub mod locks;
 mod schedule;

@@ -87,6 +87,10 @@ pub struct HealthResult {
     pub schema_version: i64,
     pub version: &'static str,
     pub uptime_secs: u64,
+    /// Where the state lives: `sqlite` or `postgres` (which several daemons may share).
+    pub backend: &'static str,
+    /// This daemon's id, new at every start (tells apart daemons sharing a database).
+    pub instance_id: String,
 }
 
 impl Method for HealthParams {
@@ -111,6 +115,8 @@ impl Method for HealthParams {
             schema_version: app.store.schema_version,
             version: env!("CARGO_PKG_VERSION"),
             uptime_secs: app.uptime().as_secs(),
+            backend: app.store.backend(),
+            instance_id: app.instance_id.clone(),
         }))
     }
 }
@@ -185,6 +191,8 @@ pub struct MetricsResult {
     pub node_waiters: u64,
     /// Agents waiting in ReadInbox with `wait_ms`.
     pub inbox_waiters: u64,
+    /// The daemons serving this database that heartbeat (1 on SQLite).
+    pub instances: u64,
 }
 
 impl Method for MetricsParams {
@@ -207,7 +215,9 @@ fn metrics(app: &App, storage: &dyn Storage) -> Result<MetricsResult> {
     let commits = stats.commits.load(std::sync::atomic::Ordering::Relaxed);
     let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
     let (db_bytes, wal_bytes) = storage.file_sizes()?;
+    let instances = storage.live_instances((app.config.instance_timeout_secs * 1000) as i64)?;
     Ok(MetricsResult {
+        instances,
         uptime_secs: app.uptime().as_secs(),
         methods: app.metrics.methods(),
         connections: ConnectionFigures {

@@ -5,7 +5,7 @@
 //! deadlines, waiters) and runs the rules' upkeep: recovery at start, expiry before each
 //! batch, rebuilding memory after a rollback.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +78,9 @@ pub struct WriteCtx<'a> {
     pub locks: &'a mut LockState,
     pub tasks: &'a mut TaskState,
     pub agents: &'a mut AgentState,
+    /// Other daemons write to the same database: connection-bound leases and sessions may
+    /// be theirs, alive, whatever this daemon's start finds.
+    pub shared: bool,
     reply: &'a mut Option<ReplyTx>,
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
@@ -86,6 +89,8 @@ pub struct WriteCtx<'a> {
 /// What the writer keeps in memory across batches, and lends each mutation.
 struct Memory {
     revision: i64,
+    /// See [`WriteCtx::shared`].
+    shared: bool,
     locks: LockState,
     tasks: TaskState,
     agents: AgentState,
@@ -136,6 +141,7 @@ impl<'a> WriteCtx<'a> {
             locks: &mut memory.locks,
             tasks: &mut memory.tasks,
             agents: &mut memory.agents,
+            shared: memory.shared,
             reply,
             deferred,
         }
@@ -240,6 +246,8 @@ pub struct Writer {
     pub stats: Arc<WriterStats>,
     next_deadline: watch::Receiver<Option<Duration>>,
     head: watch::Receiver<u64>,
+    /// A catch-up batch is queued (see [`Writer::catch_up`]).
+    catching_up: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -249,38 +257,64 @@ impl Writer {
         health: Arc<StorageHealth>,
         clock: Arc<dyn Clock>,
     ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
-        let revision = writes.storage().head_revision()?;
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
         let (deadline_tx, next_deadline) = watch::channel(None);
-        let (head_tx, head) = watch::channel(revision as u64);
-        let mut writer_loop = WriterLoop {
-            writes,
-            clock,
-            stats: stats.clone(),
-            health,
-            memory: Memory {
-                revision,
-                locks: LockState::default(),
-                tasks: TaskState::default(),
-                agents: AgentState::default(),
-            },
-            last_purge_ms: 0,
-            deadline_tx,
-            head_tx,
-        };
-        // Leases that lapsed while the daemon was down end before anything is served.
-        writer_loop.recover_leases()?;
+        let (head_tx, head) = watch::channel(0);
+        let catching_up = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let (caught, counted) = (catching_up.clone(), stats.clone());
+        // Storage is touched only from the writer's own thread (a blocking engine must not
+        // run on the runtime's threads), the start-up included; the caller waits for it.
         let handle = std::thread::Builder::new()
             .name("baton-writer".into())
-            .spawn(move || writer_loop.run(rx))
+            .spawn(move || {
+                let started: Result<WriterLoop> = (|| {
+                    let revision = writes.storage().head_revision()?;
+                    let shared = writes.shared();
+                    let mut writer_loop = WriterLoop {
+                        catching_up: caught,
+                        writes,
+                        clock,
+                        stats: counted,
+                        health,
+                        memory: Memory {
+                            revision,
+                            shared,
+                            locks: LockState::default(),
+                            tasks: TaskState::default(),
+                            agents: AgentState::default(),
+                        },
+                        last_purge_ms: 0,
+                        deadline_tx,
+                        head_tx,
+                    };
+                    // Leases that lapsed while the daemon was down end before anything is
+                    // served.
+                    writer_loop.recover_leases()?;
+                    Ok(writer_loop)
+                })();
+                match started {
+                    Ok(writer_loop) => {
+                        let _ = ready_tx.send(Ok(()));
+                        writer_loop.run(rx);
+                    }
+                    Err(err) => {
+                        let _ = ready_tx.send(Err(err));
+                    }
+                }
+            })
             .map_err(|e| Error::Internal(format!("cannot start the writer thread: {e}")))?;
+        ready
+            .recv()
+            .map_err(|_| Error::Internal("the writer thread stopped while starting".into()))??;
         Ok((
             Writer {
                 jobs,
                 stats,
                 next_deadline,
                 head,
+                catching_up,
             },
             handle,
         ))
@@ -307,6 +341,20 @@ impl Writer {
             },
             reply: None,
         })
+    }
+
+    /// Another daemon sharing the database committed: runs a batch soon, which continues
+    /// from the revision storage holds (so this daemon's subscribers see the change),
+    /// rebuilds what memory holds of leases and sessions, and hands what was freed to this
+    /// daemon's waiters. At most one such batch is queued at a time.
+    pub fn catch_up(&self) {
+        if self.catching_up.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // The batch itself does the work; this job only makes one run.
+        if self.detached(Box::new(|_| Ok(None))).is_err() {
+            self.catching_up.store(false, Ordering::Release);
+        }
     }
 
     /// Queues a mutation; the receiver resolves once its transaction is durable.
@@ -356,6 +404,8 @@ fn shutting_down() -> Error {
 
 struct WriterLoop {
     writes: Box<dyn WriteStorage>,
+    /// Set while a catch-up batch is queued; cleared as a batch reads the head revision.
+    catching_up: Arc<AtomicBool>,
     clock: Arc<dyn Clock>,
     stats: Arc<WriterStats>,
     health: Arc<StorageHealth>,
@@ -401,11 +451,21 @@ impl WriterLoop {
         self.memory.next_deadline()
     }
 
+    /// The wall time of the batch just begun: a shared database's clock, which judges
+    /// expiry for every daemon alike, else this daemon's (`local_ms`). A test's manual
+    /// clock still rules its daemon.
+    fn batch_time(&self, local_ms: i64) -> i64 {
+        match self.writes.server_clock_ms() {
+            Some(server_ms) if self.clock.as_manual().is_none() => server_ms,
+            _ => local_ms,
+        }
+    }
+
     /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
     fn recover_leases(&mut self) -> Result<()> {
-        let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
         self.writes.begin()?;
+        let now_ms = self.batch_time(self.clock.wall_ms());
         let recovered = (|| {
             let mut deferred = Vec::new();
             let mut no_reply = None;
@@ -562,6 +622,7 @@ impl WriterLoop {
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
         self.writes.begin()?;
+        let now_ms = self.batch_time(now_ms);
         let applied = self.apply_in_transaction(
             jobs,
             now_ms,
@@ -585,8 +646,35 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        let start_revision = self.memory.revision;
         let storage = self.writes.storage();
+        if self.writes.shared() {
+            // Another daemon may have written since this one's last batch: continue its
+            // revisions, rebuild what memory holds of leases and sessions, and serve the
+            // waiters what it freed. A commit announced from now on queues another batch.
+            self.catching_up.store(false, Ordering::Release);
+            let head = storage.head_revision()?;
+            if head != self.memory.revision {
+                self.memory.revision = head;
+                self.memory.reload(storage, now_ms, mono_now);
+                let mut no_reply = None;
+                let mut ctx = WriteCtx::new(
+                    storage,
+                    &mut self.memory,
+                    now_ms,
+                    mono_now,
+                    &mut no_reply,
+                    deferred,
+                );
+                let served = locks::serve_waiters(&mut ctx)
+                    .and_then(|()| tasks::serve_waiters(&mut ctx))
+                    .and_then(|()| agents::serve_waiters(&mut ctx));
+                if let Err(err) = served {
+                    *lock_state_suspect = true;
+                    return Err(err);
+                }
+            }
+        }
+        let start_revision = self.memory.revision;
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
             let mut no_reply = None;
@@ -710,8 +798,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(SystemClock::new());
         let (store, writes) = Store::open(&dir.path().join("b.db"), clock.wall_ms()).unwrap();
-        let (writer, _thread) =
-            Writer::spawn(Box::new(writes), store.health().clone(), clock).unwrap();
+        let (writer, _thread) = Writer::spawn(writes, store.health().clone(), clock).unwrap();
         let first = writer
             .write(
                 None,

@@ -46,8 +46,19 @@ type Pending = BoxFuture<'static, (Vec<u8>, Option<oneshot::Sender<()>>)>;
 /// for falling behind.
 const NOTIFY_CAPACITY: usize = 1024;
 
-/// Numbers connections for the daemon's life (locks remember which one holds them).
+/// Numbers connections for the daemon's life (locks and sessions remember which one
+/// holds them); see [`number_connections_from_random`].
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Starts numbering connections at a random multiple of 2^32: daemons sharing one database
+/// store their connections' numbers side by side, and must never take another's
+/// connection for one of their own.
+/// Returns the base.
+pub fn number_connections_from_random() -> u64 {
+    let base = ((uuid::Uuid::new_v4().as_u64_pair().0 >> 34) << 32).max(1);
+    NEXT_CONNECTION_ID.store(base, Ordering::Relaxed);
+    base
+}
 
 /// Where a connection comes from.
 pub struct Peer {

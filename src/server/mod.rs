@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::app::App;
 use crate::clock::Clock;
-use crate::config::{check_trusted, Config};
+use crate::config::{check_trusted, Config, Database};
 use crate::methods::writer::Writer;
 use crate::store::Store;
 
@@ -333,11 +333,16 @@ fn log_status(signal: &str, app: &App) {
 /// socket is removed.
 pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError> {
     raise_open_file_limit();
+    let connection_base = connection::number_connections_from_random();
     // The database, its WAL and the lock file are the user's alone.
     // SAFETY: umask only sets the process file-creation mask.
     unsafe { libc::umask(0o077) };
     create_private_dir(&config.home)?;
-    for path in [&config.socket_path, &config.database_path] {
+    let sqlite = config.database.sqlite_path().map(Path::to_path_buf);
+    for path in [Some(&config.socket_path), sqlite.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         if let Some(parent) = path.parent() {
             create_private_dir(parent)?;
         }
@@ -347,7 +352,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     // Another user who can write here could swap the socket (and capture requests) or the
     // database: refuse, and say how to fix it.
     check_trusted(&config.home, "BATON_HOME", false)?;
-    if let Some(dir) = config.database_path.parent() {
+    if let Some(dir) = sqlite.as_deref().and_then(Path::parent) {
         check_trusted(dir, "the database's directory", true)?;
     }
     if !activated {
@@ -361,8 +366,14 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             );
         }
     }
-    check_database_present(&config.database_path)?;
-    let _lock = lock_database(&config.database_path)?;
+    // One daemon per SQLite file; any number share a PostgreSQL database.
+    let _lock = match &sqlite {
+        Some(path) => {
+            check_database_present(path)?;
+            Some(lock_database(path)?)
+        }
+        None => None,
+    };
     if !activated {
         clear_socket_path(&config.socket_path)?;
     }
@@ -385,11 +396,17 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         }
         None => None,
     };
-    let (store, writes) = Store::open(&config.database_path, clock.wall_ms())?;
-    let (writer, writer_thread) =
-        Writer::spawn(Box::new(writes), store.health().clone(), clock.clone())
-            .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
-    write_database_marker(&config.database_path, store.database_id);
+    let (store, writes) = match &config.database {
+        Database::Sqlite(path) => Store::open(path, clock.wall_ms())?,
+        Database::Postgres(url) => {
+            Store::open_postgres(url, clock.wall_ms(), tokio::runtime::Handle::current())?
+        }
+    };
+    let (writer, writer_thread) = Writer::spawn(writes, store.health().clone(), clock.clone())
+        .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
+    if let Some(path) = &sqlite {
+        write_database_marker(path, store.database_id);
+    }
     let (listener, socket_shown) = match inherited {
         Some(listener) => {
             let path = listener
@@ -426,13 +443,23 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     tracing::info!(
         "batond {} listening on {socket_shown} (database {}, schema version {schema_version})",
         env!("CARGO_PKG_VERSION"),
-        app.config.database_path.display()
+        app.config.database.shown()
     );
 
     let shutdown = CancellationToken::new();
     // Cancelled when the shutdown grace runs out: ends connections mid-write.
     let hard_stop = CancellationToken::new();
     let sweeper = tokio::spawn(sweep_expired_locks(app.clone()));
+    let writer = app.writer.clone();
+    app.store
+        .watch_other_instances(move || writer.catch_up(), shutdown.clone());
+    if app.store.backend() == "postgres" {
+        tokio::spawn(crate::methods::instances::keep_alive(
+            app.clone(),
+            connection_base,
+            shutdown.clone(),
+        ));
+    }
     let connections = TaskTracker::new();
     let http_task = http_listener.map(|(listener, tls)| {
         tokio::spawn(http::serve(listener, tls, app.clone(), shutdown.clone()))

@@ -383,6 +383,18 @@ pub trait Meta {
     fn set_head_revision(&self, revision: i64) -> Result<()>;
     /// Database and write-ahead-log sizes in bytes, for Metrics.
     fn file_sizes(&self) -> Result<(u64, u64)>;
+    /// Records that this daemon (`instance_id`, numbering its connections from
+    /// `connection_base`) is alive now, by storage's clock; returns the connection bases of
+    /// the daemons sharing the database that have been silent for longer than
+    /// `timeout_ms`, and forgets them. A database only one daemon opens has none.
+    fn instance_heartbeat(
+        &self,
+        instance_id: &str,
+        connection_base: u64,
+        timeout_ms: i64,
+    ) -> Result<Vec<u64>>;
+    /// The daemons sharing the database that heartbeat within `timeout_ms` (1 alone).
+    fn live_instances(&self, timeout_ms: i64) -> Result<u64>;
 }
 
 /// A live session, as stored.
@@ -456,8 +468,19 @@ impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents
 pub trait WriteStorage: Send {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;
+    /// Whether other daemons write to the same database (PostgreSQL): then each batch
+    /// starts from the head revision storage holds, and what memory holds of leases and
+    /// sessions is rebuilt when another instance moved it.
+    fn shared(&self) -> bool {
+        false
+    }
     /// Starts the batch's transaction.
     fn begin(&mut self) -> Result<()>;
+    /// The storage server's clock (epoch ms) when the batch began, when the database is
+    /// shared: every daemon then judges expiry by the same clock, whatever its own says.
+    fn server_clock_ms(&self) -> Option<i64> {
+        None
+    }
     /// Makes the batch durable.
     fn commit(&mut self) -> Result<()>;
     /// Undoes the batch (after a failure); never fails, logs what went wrong.

@@ -31,4 +31,13 @@ impl Meta for Connection {
         };
         Ok((db, wal))
     }
+
+    fn instance_heartbeat(&self, _: &str, _: u64, _: i64) -> Result<Vec<u64>> {
+        // One daemon per SQLite file (it holds the file's lock).
+        Ok(Vec::new())
+    }
+
+    fn live_instances(&self, _: i64) -> Result<u64> {
+        Ok(1)
+    }
 }

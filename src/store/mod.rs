@@ -25,7 +25,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::Result;
 
-use boundary::Storage;
+use boundary::{Storage, WriteStorage};
 pub use connection::SqliteWrites;
 pub use health::StorageHealth;
 
@@ -45,13 +45,27 @@ pub enum OpenError {
     Start(String),
 }
 
+/// Where reads run.
+enum Reads {
+    Sqlite(r2d2::Pool<SqliteConnectionManager>),
+    Postgres(postgres::PgReads),
+}
+
 /// The database: a pool of readers (the one write connection goes to the writer).
 pub struct Store {
-    reads: r2d2::Pool<SqliteConnectionManager>,
+    reads: Reads,
     health: Arc<StorageHealth>,
     pub schema_version: i64,
     /// A random id given to the database when it was created (kept in `meta`).
     pub database_id: i64,
+    /// This daemon's id, new at every start (tells apart daemons sharing a database).
+    pub instance_id: String,
+    /// With PostgreSQL: the URL, for the connection that listens for other daemons' commits.
+    shared_url: Option<String>,
+}
+
+fn new_instance_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// Whether an SQLite error says the file is not (or no longer) a sound database.
@@ -121,7 +135,7 @@ fn mark_open(conn: &Connection) -> rusqlite::Result<i64> {
 impl Store {
     /// Opens (creating if needed) and migrates the database; returns the read side and the
     /// write connection, for the writer.
-    pub fn open(path: &Path, now_ms: i64) -> Result<(Store, SqliteWrites), OpenError> {
+    pub fn open(path: &Path, now_ms: i64) -> Result<(Store, Box<dyn WriteStorage>), OpenError> {
         let open_error = |source: rusqlite::Error| {
             if is_damage(&source) {
                 OpenError::Damaged {
@@ -174,12 +188,14 @@ impl Store {
             .map_err(|e| OpenError::Start(format!("read pool: {e}")))?;
         Ok((
             Store {
-                reads,
+                reads: Reads::Sqlite(reads),
                 health: Arc::default(),
                 schema_version,
                 database_id,
+                instance_id: new_instance_id(),
+                shared_url: None,
             },
-            SqliteWrites::new(conn),
+            Box::new(SqliteWrites::new(conn)),
         ))
     }
 
@@ -187,7 +203,11 @@ impl Store {
     /// statement of `f` sees the same snapshot (the last state committed before its first
     /// statement), so e.g. Export's revision and records always agree.
     pub fn read<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
-        let conn = self.reads.get()?;
+        let reads = match &self.reads {
+            Reads::Sqlite(reads) => reads,
+            Reads::Postgres(reads) => return self.noted(reads.read(f)),
+        };
+        let conn = reads.get()?;
         if !conn.is_autocommit() {
             // A read that panicked left its transaction open.
             conn.prepare_cached("ROLLBACK")?.execute([])?;
@@ -210,7 +230,11 @@ impl Store {
     /// transaction of its own: SQLite runs each statement on one snapshot already, and
     /// BEGIN and COMMIT around it cost as much as the read (Get's latency doubled).
     pub fn read_one_statement<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
-        let conn = self.reads.get()?;
+        let reads = match &self.reads {
+            Reads::Sqlite(reads) => reads,
+            Reads::Postgres(reads) => return self.noted(reads.read_one_statement(f)),
+        };
+        let conn = reads.get()?;
         if !conn.is_autocommit() {
             // A read that panicked left its transaction open.
             conn.prepare_cached("ROLLBACK")?.execute([])?;
@@ -220,6 +244,68 @@ impl Store {
             self.health.note_error(err);
         }
         result
+    }
+
+    fn noted<T>(&self, result: Result<T>) -> Result<T> {
+        if let Err(err) = &result {
+            self.health.note_error(err);
+        }
+        result
+    }
+
+    /// Connects to a PostgreSQL database that any number of batond may share, applies its
+    /// migrations; returns the read side and the writer's connection. Statements run on
+    /// `handle`'s runtime; this blocks, on a thread of its own.
+    pub fn open_postgres(
+        url: &str,
+        now_ms: i64,
+        handle: tokio::runtime::Handle,
+    ) -> Result<(Store, Box<dyn WriteStorage>), OpenError> {
+        let instance_id = new_instance_id();
+        let opened = std::thread::scope(|s| {
+            s.spawn(|| postgres::open(url, &instance_id, now_ms, handle))
+                .join()
+        })
+        .map_err(|_| OpenError::Start("the PostgreSQL connection thread panicked".into()))?;
+        let (reads, writes, schema_version, database_id) =
+            opened.map_err(|e| OpenError::Start(format!("PostgreSQL: {e}")))?;
+        Ok((
+            Store {
+                reads: Reads::Postgres(reads),
+                health: Arc::default(),
+                schema_version,
+                database_id,
+                instance_id,
+                shared_url: Some(url.to_string()),
+            },
+            Box::new(writes),
+        ))
+    }
+
+    /// With a database other daemons share: calls `on_commit` whenever another daemon
+    /// committed (and once after each reconnection, which may have missed some), until
+    /// `stop`. Nothing to watch on SQLite.
+    pub fn watch_other_instances(
+        &self,
+        on_commit: impl Fn() + Send + 'static,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        if let Some(url) = &self.shared_url {
+            tokio::spawn(postgres::listen(
+                url.clone(),
+                self.instance_id.clone(),
+                on_commit,
+                stop,
+            ));
+        }
+    }
+
+    /// Which engine holds the state: `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self.reads {
+            Reads::Sqlite(_) => "sqlite",
+            Reads::Postgres(_) => "postgres",
+        }
     }
 
     /// What storage has shown of its health, shared with the writer.

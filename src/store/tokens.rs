@@ -28,7 +28,7 @@ fn token_from_row(row: &Row<'_>) -> rusqlite::Result<(StoredToken, String)> {
 }
 
 /// Reads the stored scopes (a JSON array of strings) into the token.
-fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<StoredToken> {
+pub(super) fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<StoredToken> {
     token.scopes = serde_json::from_str(&scopes).map_err(|e| {
         Error::Unavailable(format!(
             "the token {} has unreadable scopes in the database ({e}); revoke it and create a new one",

@@ -18,6 +18,106 @@ pub struct Daemon {
     log: Log,
     /// The wall time (epoch ms) of the manual clock, when the daemon runs on one.
     test_clock_ms: Option<i64>,
+    /// The PostgreSQL database of this daemon (maybe shared with others), when it runs
+    /// on PostgreSQL.
+    postgres: Option<Arc<postgres::Database>>,
+}
+
+/// The storage backend the suite runs on: `BATON_TEST_BACKEND=postgres` (each daemon gets
+/// a fresh PostgreSQL database), else SQLite.
+pub fn on_postgres() -> bool {
+    match std::env::var("BATON_TEST_BACKEND").as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Err(_) => false,
+        Ok(other) => panic!("BATON_TEST_BACKEND is `{other}`; use sqlite or postgres"),
+    }
+}
+
+/// Fresh PostgreSQL databases for tests: on `BATON_TEST_POSTGRES_URL`, else the local
+/// service (`postgres://postgres@127.0.0.1:5432/test`); dropped with their daemon.
+pub mod postgres {
+    /// The server tests create their databases on (`scripts/test` sets
+    /// `BATON_TEST_POSTGRES_URL` to `none` when it found none).
+    pub fn server_url() -> String {
+        std::env::var("BATON_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    }
+
+    /// A fresh database for tests of several daemons sharing one; None (said loudly) when
+    /// no PostgreSQL is available.
+    pub fn shared() -> Option<std::sync::Arc<Database>> {
+        if server_url() == "none" {
+            eprintln!("SKIPPED: no PostgreSQL available (scripts/postgres-env found none); this multi-instance test did not run");
+            return None;
+        }
+        Some(std::sync::Arc::new(Database::create()))
+    }
+
+    fn admin<T>(sql: &str, then: impl FnOnce() -> T) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let url = server_url();
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot reach PostgreSQL at {url} ({e}); start one or point BATON_TEST_POSTGRES_URL at a server where this user may create databases"
+                    )
+                });
+            tokio::spawn(connection);
+            client
+                .batch_execute(sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        });
+        then()
+    }
+
+    /// A database of its own, dropped (with every connection to it) when this is.
+    pub struct Database {
+        pub name: String,
+    }
+
+    impl Database {
+        pub fn create() -> Database {
+            let name = format!("baton_it_{}", uuid::Uuid::new_v4().simple());
+            admin(&format!("CREATE DATABASE {name}"), || Database { name })
+        }
+
+        /// Ends every connection to it from the server's side (`pg_terminate_backend`), as
+        /// a PostgreSQL restart or an administrator would.
+        pub fn terminate_connections(&self) {
+            admin(
+                &format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+                    self.name
+                ),
+                || (),
+            );
+        }
+
+        /// Its URL, for `BATON_DATABASE_URL`.
+        pub fn url(&self) -> String {
+            let server = super::postgres::server_url();
+            let base = match server.rsplit_once('/') {
+                Some((base, _)) => base.to_string(),
+                None => server,
+            };
+            format!("{base}/{}", self.name)
+        }
+    }
+
+    impl Drop for Database {
+        fn drop(&mut self) {
+            admin(
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+                || (),
+            );
+        }
+    }
 }
 
 impl Daemon {
@@ -28,6 +128,39 @@ impl Daemon {
     /// Starts batond with `--home <tempdir>/home` plus `args`.
     pub fn start_with(args: &[&str]) -> Daemon {
         Daemon::launch(args, None)
+    }
+
+    /// Starts batond on SQLite whatever the suite's backend: for tests of the database
+    /// file itself (its mode, its lock, its schema).
+    pub fn start_sqlite() -> Daemon {
+        let mut daemon = Daemon {
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: None,
+            args: Vec::new(),
+            log: Log::default(),
+            test_clock_ms: None,
+            postgres: None,
+        };
+        daemon
+            .spawn()
+            .unwrap_or_else(|log| panic!("batond did not start:\n{log}"));
+        daemon
+    }
+
+    /// Starts batond on the shared PostgreSQL database `db` (other daemons may use it too).
+    pub fn start_shared(db: &Arc<postgres::Database>, args: &[&str]) -> Daemon {
+        let mut daemon = Daemon {
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: None,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            log: Log::default(),
+            test_clock_ms: None,
+            postgres: Some(db.clone()),
+        };
+        daemon
+            .spawn()
+            .unwrap_or_else(|log| panic!("batond did not start:\n{log}"));
+        daemon
     }
 
     /// Starts batond on a manual clock (`BATON_TEST_CLOCK_MS`, from the real time now):
@@ -69,6 +202,7 @@ impl Daemon {
             args: args.iter().map(|s| s.to_string()).collect(),
             log: Log::default(),
             test_clock_ms,
+            postgres: on_postgres().then(|| Arc::new(postgres::Database::create())),
         };
         daemon
             .spawn()
@@ -113,6 +247,9 @@ impl Daemon {
             .stderr(Stdio::piped());
         if let Some(ms) = self.test_clock_ms {
             cmd.env("BATON_TEST_CLOCK_MS", ms.to_string());
+        }
+        if let Some(db) = &self.postgres {
+            cmd.env("BATON_DATABASE_URL", db.url());
         }
         cmd
     }
@@ -204,6 +341,7 @@ impl Drop for Daemon {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // The PostgreSQL database, if any, is dropped with the field, after the daemon.
     }
 }
 
@@ -389,6 +527,17 @@ impl Client {
 
 /// One numeric field of every object in a JSON array: `u64s(&history, "version")`.
 #[track_caller]
+/// Waits until `condition` holds, asking again and again; fails after `limit`.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "the condition did not hold within {limit:?}"
+        );
+    }
+}
+
 pub fn u64s(list: &Value, field: &str) -> Vec<u64> {
     let list = list
         .as_array()

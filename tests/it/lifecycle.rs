@@ -12,7 +12,7 @@ fn mode(path: &std::path::Path) -> u32 {
 
 #[test]
 fn home_is_private_and_the_socket_mode_is_0600() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_sqlite();
     assert_eq!(mode(&daemon.home()), 0o700);
     assert_eq!(mode(&daemon.socket_path()), 0o600);
     assert_eq!(mode(&daemon.home().join("baton.db")), 0o600);
@@ -205,14 +205,17 @@ fn bad_configuration_is_refused_with_its_source() {
     let (status, stderr) = daemon.run_another(&["--max-line-bytes", "lots"]);
     assert!(!status.success());
     assert!(stderr.contains("--max-line-bytes"), "{stderr}");
-    let (status, stderr) = daemon.run_another(&["--database-url", "postgres://db"]);
+    let (status, stderr) = daemon.run_another(&["--database-url", "mysql://db"]);
     assert!(!status.success());
-    assert!(stderr.contains("sqlite://"), "{stderr}");
+    assert!(
+        stderr.contains("sqlite://PATH") && stderr.contains("postgres://"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn a_database_newer_than_the_binary_is_refused() {
-    let mut daemon = Daemon::start();
+    let mut daemon = Daemon::start_sqlite();
     daemon.sigterm();
     let db = daemon.home().join("baton.db");
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -15,6 +15,7 @@ mod lifecycle;
 mod lock_expiry;
 mod locks;
 mod net;
+mod postgres;
 mod remote;
 mod remote_clients;
 mod scopes;

@@ -135,7 +135,7 @@ fn is_root() -> bool {
 
 #[test]
 fn a_hard_link_to_a_running_daemons_database_is_refused() {
-    let daemon = Daemon::start();
+    let daemon = Daemon::start_sqlite();
     daemon.client().set("n", "k", json!(1));
     let other_home = daemon.dir().join("other-home");
     private_dir(&other_home);
@@ -578,8 +578,15 @@ fn export_is_one_snapshot_under_concurrent_writes() {
     for w in writers {
         w.join().unwrap();
     }
+    // PostgreSQL commits take longer, so fewer exports see a new revision; every one was
+    // still checked for a torn snapshot.
+    let enough = if crate::common::on_postgres() {
+        20
+    } else {
+        100
+    };
     assert!(
-        rounds_with_writes > 100,
+        rounds_with_writes > enough,
         "writes landed during only {rounds_with_writes} exports"
     );
 }

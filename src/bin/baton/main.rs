@@ -266,12 +266,14 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
         Command::Health => {
             if let Some(r) = out.answer::<Health>(conn, "Health", &json!({})).await? {
                 println!(
-                    "{}  batond {}  schema {}  database {}  up {}s",
+                    "{}  batond {}  schema {}  database {} ({})  up {}s  instance {}",
                     out.status(&r.status),
                     text(&r.version),
                     r.schema_version,
                     text(&r.database),
-                    r.uptime_secs
+                    text(&r.backend),
+                    r.uptime_secs,
+                    text(&r.instance_id)
                 );
             }
             Ok(0)
@@ -332,6 +334,8 @@ struct Health {
     schema_version: i64,
     version: String,
     uptime_secs: u64,
+    backend: String,
+    instance_id: String,
 }
 
 /// What `baton metrics` reads of Metrics' result (`MetricsResult`, likewise write-only).
@@ -541,6 +545,8 @@ mod tests {
             schema_version: 4,
             version: "1.2.3",
             uptime_secs: 9,
+            backend: "postgres",
+            instance_id: "i1".into(),
         };
         let r: Health = read("Health", &to_raw_value(&health).unwrap()).unwrap();
         assert_eq!(
@@ -548,6 +554,10 @@ mod tests {
             ("degraded", "failing", 4)
         );
         assert_eq!((r.version.as_str(), r.uptime_secs), ("1.2.3", 9));
+        assert_eq!(
+            (r.backend.as_str(), r.instance_id.as_str()),
+            ("postgres", "i1")
+        );
     }
 
     #[test]
@@ -595,6 +605,7 @@ mod tests {
             nodes: BTreeMap::new(),
             node_waiters: 0,
             inbox_waiters: 0,
+            instances: 1,
         };
         let r: Metrics = read("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
         let get = &r.methods["Get"];

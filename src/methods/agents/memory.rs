@@ -79,6 +79,26 @@ impl AgentState {
         self.schedule.remove_queue((), name).collect()
     }
 
+    /// The names whose inbox someone waits on.
+    pub(super) fn awaited(&self) -> Vec<String> {
+        self.schedule.queue_keys(()).cloned().collect()
+    }
+
+    /// The `index`th reader waiting on `name`'s inbox.
+    pub(super) fn waiter(&self, name: &str, index: usize) -> Option<&InboxWaiter> {
+        self.schedule.get((), name, index)
+    }
+
+    /// Takes the `index`th reader waiting on `name`'s inbox off its queue.
+    pub(super) fn take_waiter(&mut self, name: &str, index: usize) -> Option<InboxWaiter> {
+        self.schedule.remove_at((), name, index)
+    }
+
+    /// The connections that sessions end with.
+    pub fn connections(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_connection.keys().copied()
+    }
+
     pub fn waiting(&self) -> usize {
         self.schedule.queued()
     }

@@ -7,7 +7,7 @@ pub mod rules;
 
 pub use crate::protocol::agents::*;
 pub use memory::AgentState;
-pub use rules::{expire_due, recover};
+pub use rules::{expire_due, recover, serve_waiters};
 
 use crate::error::{Error, Result};
 

@@ -265,6 +265,28 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
     })
 }
 
+/// Answers the readers waiting on an inbox that a message reached meanwhile (one sent
+/// through another daemon sharing the database); the others go on waiting.
+pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    for name in ctx.agents.awaited() {
+        let mut i = 0;
+        while let Some(waiter) = ctx.agents.waiter(&name, i) {
+            let gone = waiter.reply.is_closed();
+            if !gone && ctx.roster().inbox_count(&name, waiter.after, None)? == 0 {
+                i += 1;
+                continue;
+            }
+            let waiter = ctx.agents.take_waiter(&name, i).expect("index in range");
+            if !gone {
+                let answer =
+                    inbox(ctx.storage(), &name, waiter.after, waiter.limit).and_then(|r| reply(&r));
+                ctx.deferred.push((waiter.reply, answer));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn read(
     ctx: &mut WriteCtx<'_>,
     presented: &Presented,
@@ -381,12 +403,14 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
     for s in ctx.roster().sessions()? {
         if s.expires_at <= ctx.now_ms {
             end_session(ctx, &s, "expired")?;
-        } else if s.holder_connection.is_some() {
+        } else if s.holder_connection.is_some() && !ctx.shared {
             end_session(ctx, &s, "disconnected")?;
         } else {
+            // Shared: see `locks::rules::recover`.
             let remaining = Duration::from_millis((s.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.agents.track(s.name, s.session_id, deadline, None);
+            ctx.agents
+                .track(s.name, s.session_id, deadline, s.holder_connection);
         }
     }
     Ok(())

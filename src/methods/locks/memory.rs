@@ -145,6 +145,11 @@ impl LockState {
         }
     }
 
+    /// The connections that `release_on_disconnect` leases end with.
+    pub fn connections(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_connection.keys().copied()
+    }
+
     pub fn live(&self) -> usize {
         self.schedule.leases()
     }

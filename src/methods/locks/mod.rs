@@ -11,7 +11,7 @@ mod memory;
 pub mod rules;
 
 pub use memory::LockState;
-pub use rules::{expire_due, recover};
+pub use rules::{expire_due, recover, serve_waiters};
 
 pub use crate::protocol::locks::*;
 

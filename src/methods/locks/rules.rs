@@ -371,7 +371,7 @@ pub fn acquire(
 }
 
 /// Hands free keys to their first live waiters, and tells watchers of free keys.
-fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let leases = ctx.leases();
     let keys: Vec<String> = ctx
         .locks
@@ -630,7 +630,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 None,
                 Some("expired while batond was stopped"),
             )?;
-        } else if row.holder_connection.is_some() {
+        } else if row.holder_connection.is_some() && !ctx.shared {
             end_lease(
                 ctx,
                 &row,
@@ -639,9 +639,12 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 Some("batond restarted; the holder's connection is gone"),
             )?;
         } else {
+            // Shared: the connection may be another daemon's, which ends it when it
+            // closes, or dies and falls silent (`methods::instances`).
             let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.locks.track(row.lease_id, deadline, None, 0);
+            ctx.locks
+                .track(row.lease_id, deadline, row.holder_connection, 0);
         }
     }
     Ok(())

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 
 pub use crate::protocol::tasks::*;
 pub use memory::TaskState;
-pub use rules::{expire_due, recover};
+pub use rules::{expire_due, recover, serve_waiters};
 
 use crate::error::{Error, Result};
 use crate::store::boundary::NewNode;

@@ -253,7 +253,7 @@ pub fn acquire_next(
 /// Hands runnable nodes to waiting workers, first come first served (each to the first
 /// waiter whose labels allow it); a worker waiting on a task that can offer nothing more
 /// gets null at once.
-fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
+pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut i = 0;
     while let Some(waiter) = ctx.tasks.waiter(i) {
         if waiter.reply.is_closed() {

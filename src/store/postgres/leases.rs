@@ -1,62 +1,179 @@
-//! PostgreSQL's side of [`Leases`].
+//! PostgreSQL's side of [`Leases`]: lock leases (`locks`), the last outcome of each key
+//! (`lock_outcomes`) and the fencing counter (same meaning as SQLite's `store::leases`).
 
-use crate::protocol::locks::Previous;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use crate::clock::format_ms;
+use crate::error::Result;
+use crate::protocol::locks::{LockMode, Previous};
 use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-use crate::error::Result;
+use super::{i, u, PgConn};
 
-use super::PgConn;
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
+
+fn lease_row(r: &Row) -> LeaseRow {
+    LeaseRow {
+        resource_key: r.get(0),
+        lease_id: r.get(1),
+        owner: r.get(2),
+        provider: r.get(3),
+        fencing_token: u(r.get(4)),
+        acquired_at: r.get(5),
+        expires_at: r.get(6),
+        metadata: r.get(7),
+        holder_connection: r.get::<_, Option<i64>>(8).map(u),
+        token_id: r.get(9),
+        mode: match r.get::<_, &str>(10) {
+            "shared" => LockMode::Shared,
+            _ => LockMode::Exclusive,
+        },
+        slots: r.get::<_, Option<i64>>(11).map(u),
+    }
+}
+
+impl PgConn {
+    /// The leases `sql` (the rest of a query over `locks`) finds.
+    fn leases_where(&self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Vec<LeaseRow>> {
+        let rows = self.query(&format!("SELECT {LEASE_COLUMNS} FROM locks {sql}"), args)?;
+        Ok(rows.iter().map(lease_row).collect())
+    }
+
+    fn first_lease(&self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Option<LeaseRow>> {
+        let row = self.query_opt(&format!("SELECT {LEASE_COLUMNS} FROM locks {sql}"), args)?;
+        Ok(row.as_ref().map(lease_row))
+    }
+}
 
 impl Leases for PgConn {
     fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.leases_where(
+            "WHERE resource_key = $1 ORDER BY fencing_token",
+            &[&resource_key],
+        )
     }
 
     fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.first_lease("WHERE lease_id = $1", &[&lease_id])
     }
 
     fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.first_lease(
+            "WHERE path = $1 AND (NOT $2 OR mode = 'exclusive') LIMIT 1",
+            &[&path, &exclusive_only],
+        )
     }
 
     fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.first_lease(
+            "WHERE path = $1 AND kind = 'dir' AND (NOT $2 OR mode = 'exclusive') LIMIT 1",
+            &[&path, &exclusive_only],
+        )
     }
 
     fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
+        self.first_lease(
+            "WHERE path > $1 AND path < $2 AND (NOT $3 OR mode = 'exclusive') LIMIT 1",
+            &[&format!("{path}/"), &format!("{path}0"), &exclusive_only],
+        )
     }
 
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.leases_where(
+            "WHERE resource_key >= $1 AND substr(resource_key, 1, length($1)) = $1
+               AND ($2::text IS NULL OR owner = $2)
+             ORDER BY resource_key",
+            &[&prefix, &owner],
+        )
     }
 
-    fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()> {
-        todo!("PostgreSQL: Leases")
+    fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
+        self.execute(
+            "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
+                                acquired_at, expires_at, metadata, holder_connection, token_id,
+                                session_id, mode, slots)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            &[
+                &l.resource_key,
+                &l.kind,
+                &l.path,
+                &l.lease_id,
+                &l.owner,
+                &l.provider,
+                &i(l.fencing_token),
+                &l.acquired_at,
+                &l.expires_at,
+                &l.metadata,
+                &l.holder_connection.map(i),
+                &l.token_id,
+                &l.session_id,
+                &l.mode.as_str(),
+                &l.slots.map(i),
+            ],
+        )?;
+        Ok(())
     }
 
     fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
-        todo!("PostgreSQL: Leases")
+        self.execute(
+            "UPDATE locks SET expires_at = $2 WHERE lease_id = $1",
+            &[&lease_id, &expires_at],
+        )?;
+        Ok(())
     }
 
     fn delete_lease(&self, lease_id: &str) -> Result<()> {
-        todo!("PostgreSQL: Leases")
+        self.execute("DELETE FROM locks WHERE lease_id = $1", &[&lease_id])?;
+        Ok(())
     }
 
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
-        todo!("PostgreSQL: Leases")
+        let row = self.query_opt(
+            "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = $1",
+            &[&resource_key],
+        )?;
+        Ok(row.map(|r| Previous {
+            outcome: r.get(0),
+            owner: r.get(1),
+            at: format_ms(r.get(2)),
+            moved_to: r.get(3),
+            note: r.get(4),
+        }))
     }
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
-        todo!("PostgreSQL: Leases")
+        self.execute(
+            "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (resource_key) DO UPDATE SET outcome = EXCLUDED.outcome,
+               owner = EXCLUDED.owner, at = EXCLUDED.at, moved_to = EXCLUDED.moved_to,
+               note = EXCLUDED.note",
+            &[
+                &end.resource_key,
+                &end.outcome,
+                &end.owner,
+                &end.at_ms,
+                &end.moved_to,
+                &end.note,
+            ],
+        )?;
+        Ok(())
     }
 
     fn next_fencing_token(&self) -> Result<u64> {
-        todo!("PostgreSQL: Leases")
+        let row = self.query_write(
+            "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
+            &[],
+        )?;
+        Ok(row.first().map_or(0, |r| u(r.get(0))))
     }
 
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
-        todo!("PostgreSQL: Leases")
+        self.leases_where(
+            "WHERE session_id = $1 ORDER BY resource_key",
+            &[&session_id],
+        )
     }
 }

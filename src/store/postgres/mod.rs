@@ -9,26 +9,20 @@
 //! [`PgConn::query_write`], which count the rows they change (a request that failed after
 //! writing rolls its whole batch back, as on SQLite).
 
-// The port of each area is in progress: these are stubs until it lands.
-#[allow(unused_variables)]
 mod agents;
-#[allow(unused_variables)]
+mod connection;
 mod idempotency;
-#[allow(unused_variables)]
 mod journal;
-#[allow(unused_variables)]
 mod leases;
-#[allow(unused_variables)]
 mod meta;
 pub mod migrations;
-#[allow(unused_variables)]
 mod nodes;
-#[allow(unused_variables)]
 mod records;
-#[allow(unused_variables)]
 mod tokens;
 
 use std::cell::Cell;
+
+pub use connection::{listen, open, PgReads, PgWrites};
 
 use tokio::runtime::Handle;
 use tokio_postgres::types::ToSql;
@@ -70,7 +64,7 @@ impl PgConn {
         &self,
         work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
-        Ok(self.handle.block_on(work)?)
+        Ok(block_on(&self.handle, work)?)
     }
 
     /// Rows of a statement that only reads.
@@ -120,6 +114,17 @@ impl PgConn {
     pub fn batch(&self, sql: &str) -> Result<()> {
         self.block(self.client.batch_execute(sql))
     }
+}
+
+/// Drives `work` to completion on this thread, whether or not it is one of the runtime's.
+/// On a worker, the worker's other tasks (the connections' I/O among them) first move to
+/// another thread (`block_in_place`), so waiting here cannot starve them; the runtime's
+/// own `block_on` is refused there, so a plain executor waits for the answers.
+pub fn block_on<F: std::future::Future>(handle: &Handle, work: F) -> F::Output {
+    tokio::task::block_in_place(|| {
+        let _runtime = handle.enter();
+        futures::executor::block_on(work)
+    })
 }
 
 /// A stored unsigned figure (PostgreSQL has no unsigned integers; every stored one fits).

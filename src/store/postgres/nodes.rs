@@ -1,31 +1,163 @@
-//! PostgreSQL's side of [`Nodes`].
+//! PostgreSQL's side of [`Nodes`]: tasks, nodes and dependency edges (same meaning as
+//! SQLite's `store::nodes`). A node is runnable when PENDING with `remaining_deps = 0`; the
+//! partial indexes `nodes_runnable*` list exactly those.
 
 use std::collections::BTreeMap;
 
-use crate::protocol::tasks::{ListTasksResult, TaskStatus, TaskStatusResult};
+use serde_json::value::RawValue;
+use tokio_postgres::Row;
+
+use crate::clock::format_ms;
+use crate::error::{Error, Result};
+use crate::protocol::tasks::{
+    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
+};
 use crate::store::boundary::{
     NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
 };
 
-use crate::error::Result;
+use super::{i, u, PgConn};
 
-use super::PgConn;
+fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
+    Ok(match text {
+        Some(t) => Some(RawValue::from_string(t)?),
+        None => None,
+    })
+}
+
+fn node_state(text: &str) -> Result<NodeState> {
+    NodeState::parse(text).ok_or_else(|| {
+        Error::Unavailable(format!(
+            "the database holds an unknown node state `{text}`; was it written by a newer batond?"
+        ))
+    })
+}
+
+fn task_status(text: &str) -> Result<TaskStatus> {
+    TaskStatus::parse(text).ok_or_else(|| {
+        Error::Unavailable(format!(
+            "the database holds an unknown task status `{text}`; was it written by a newer batond?"
+        ))
+    })
+}
+
+fn summary(r: &Row) -> Result<TaskSummary> {
+    Ok(TaskSummary {
+        task_id: r.get(0),
+        goal: r.get(1),
+        status: task_status(r.get(2))?,
+        created_at: format_ms(r.get(3)),
+        updated_at: format_ms(r.get(4)),
+    })
+}
+
+fn count(value: i64) -> u32 {
+    u32::try_from(value.max(0)).unwrap_or(u32::MAX)
+}
+
+fn pairs(rows: &[Row]) -> Vec<(String, String)> {
+    rows.iter().map(|r| (r.get(0), r.get(1))).collect()
+}
 
 impl Nodes for PgConn {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()> {
-        todo!("PostgreSQL: Nodes")
+        self.execute(
+            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
+                                unfinished_nodes)
+             VALUES ($1, $2, $3, 'running', $4, $4, $5, $6)",
+            &[
+                &task.task_id,
+                &task.goal,
+                &task.context,
+                &task.at_ms,
+                &task.seq,
+                &(task.nodes.len() as i64),
+            ],
+        )?;
+        // Every node in one statement, every edge in another.
+        let n = task.nodes;
+        let ids: Vec<&str> = n.iter().map(|x| x.node_id.as_str()).collect();
+        let positions: Vec<i64> = (0..n.len() as i64).collect();
+        let names: Vec<Option<&str>> = n.iter().map(|x| x.name.as_deref()).collect();
+        let payloads: Vec<Option<&str>> = n.iter().map(|x| x.payload.as_deref()).collect();
+        let deps = n
+            .iter()
+            .map(|x| serde_json::to_string(&x.dependencies))
+            .collect::<serde_json::Result<Vec<String>>>()?;
+        let max_attempts: Vec<i64> = n.iter().map(|x| i64::from(x.max_attempts)).collect();
+        let remaining: Vec<i64> = n
+            .iter()
+            .map(|x| x.dependencies.len() as i64 + i64::from(x.ready_at.is_some()))
+            .collect();
+        let priorities: Vec<i64> = n.iter().map(|x| x.priority).collect();
+        let label_keys: Vec<&str> = n.iter().map(|x| x.label_key.as_str()).collect();
+        let ready_at: Vec<Option<i64>> = n.iter().map(|x| x.ready_at).collect();
+        let schemas: Vec<Option<&str>> = n.iter().map(|x| x.result_schema.as_deref()).collect();
+        self.execute(
+            "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
+                                state, remaining_deps, runnable_since, updated_at, priority,
+                                label_key, ready_at, result_schema)
+             SELECT $1, node_id, position, name, payload, dependencies, max_attempts, 'PENDING',
+                    remaining, $2, $3, priority, label_key, ready_at, result_schema
+             FROM unnest($4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+                         $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::bigint[],
+                         $14::text[])
+                  AS n(node_id, position, name, payload, dependencies, max_attempts, remaining,
+                       priority, label_key, ready_at, result_schema)",
+            &[
+                &task.task_id,
+                &task.seq,
+                &task.at_ms,
+                &ids,
+                &positions,
+                &names,
+                &payloads,
+                &deps,
+                &max_attempts,
+                &remaining,
+                &priorities,
+                &label_keys,
+                &ready_at,
+                &schemas,
+            ],
+        )?;
+        let (mut from, mut to) = (Vec::new(), Vec::new());
+        for node in n {
+            for dep in &node.dependencies {
+                from.push(dep.as_str());
+                to.push(node.node_id.as_str());
+            }
+        }
+        if !from.is_empty() {
+            self.execute(
+                "INSERT INTO node_dependents (task_id, node_id, dependent_id)
+                 SELECT $1, node_id, dependent_id FROM unnest($2::text[], $3::text[])
+                     AS e(node_id, dependent_id)",
+                &[&task.task_id, &from, &to],
+            )?;
+        }
+        Ok(())
     }
 
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
-        todo!("PostgreSQL: Nodes")
+        let row = self.query_opt("SELECT status FROM tasks WHERE task_id = $1", &[&task_id])?;
+        row.map(|r| task_status(r.get(0))).transpose()
     }
 
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
-        todo!("PostgreSQL: Nodes")
+        self.execute(
+            "UPDATE tasks SET status = $2, updated_at = $3 WHERE task_id = $1",
+            &[&task_id, &status.as_str(), &at_ms],
+        )?;
+        Ok(())
     }
 
     fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)> {
-        todo!("PostgreSQL: Nodes")
+        let r = self.query_one(
+            "SELECT goal, context FROM tasks WHERE task_id = $1",
+            &[&task_id],
+        )?;
+        Ok((r.get(0), r.get(1)))
     }
 
     fn runnable(
@@ -33,23 +165,93 @@ impl Nodes for PgConn {
         task_id: Option<&str>,
         label_keys: &[String],
     ) -> Result<Option<(String, String)>> {
-        todo!("PostgreSQL: Nodes")
+        // The best node of each label set, by index order; then the best of those.
+        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
+        let mut best: Option<Rank> = None;
+        for label_key in label_keys {
+            let found = match task_id {
+                Some(t) => self.query_opt(
+                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                     WHERE task_id = $1 AND label_key = $2 AND state = 'PENDING'
+                       AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                    &[&t, label_key],
+                )?,
+                None => self.query_opt(
+                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                     WHERE label_key = $1 AND state = 'PENDING' AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                    &[label_key],
+                )?,
+            };
+            if let Some(r) = found {
+                // Among equals, the node that needs more of the worker's labels.
+                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
+                let rank = (
+                    -r.get::<_, i64>(0),
+                    r.get(1),
+                    std::cmp::Reverse(labels),
+                    r.get(2),
+                    r.get(3),
+                );
+                if best.as_ref().is_none_or(|b| rank < *b) {
+                    best = Some(rank);
+                }
+            }
+        }
+        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
-        todo!("PostgreSQL: Nodes")
+        Ok(self
+            .query_opt(
+                "SELECT 1 FROM nodes WHERE task_id = $1
+                   AND (state = 'RUNNING' OR (state = 'PENDING' AND ready_at IS NOT NULL))
+                 LIMIT 1",
+                &[&task_id],
+            )?
+            .is_some())
     }
 
     fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool> {
-        todo!("PostgreSQL: Nodes")
+        let changed = self.execute(
+            "UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
+                    runnable_since = $3
+             WHERE task_id = $1 AND node_id = $2 AND ready_at IS NOT NULL AND state = 'PENDING'",
+            &[&task_id, &node_id, &seq],
+        )?;
+        Ok(changed > 0)
     }
 
     fn held_nodes(&self) -> Result<Vec<(String, String, i64)>> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query(
+            "SELECT task_id, node_id, ready_at FROM nodes
+             WHERE ready_at IS NOT NULL AND state = 'PENDING'",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
-        todo!("PostgreSQL: Nodes")
+        self.query_opt(
+            "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id
+             FROM nodes WHERE task_id = $1 AND node_id = $2",
+            &[&task_id, &node_id],
+        )?
+        .map(|r| {
+            Ok(NodeRow {
+                state: node_state(r.get(0))?,
+                lease_id: r.get(1),
+                lease_owner: r.get(2),
+                attempts: count(r.get(3)),
+                max_attempts: count(r.get(4)),
+                lease_token_id: r.get(5),
+            })
+        })
+        .transpose()
     }
 
     fn start_node(
@@ -58,62 +260,220 @@ impl Nodes for PgConn {
         node_id: &str,
         lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query_write(
+            "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = $3,
+                    lease_owner = $4, lease_expires_at = $5, updated_at = $6,
+                    lease_token_id = $7, lease_session_id = $8
+             WHERE task_id = $1 AND node_id = $2
+             RETURNING name, payload, dependencies, attempts, max_attempts",
+            &[
+                &task_id,
+                &node_id,
+                &lease.lease_id,
+                &lease.owner,
+                &lease.expires_at,
+                &lease.at_ms,
+                &lease.token_id,
+                &lease.session_id,
+            ],
+        )?;
+        let r = rows.first().ok_or_else(|| {
+            Error::Internal(format!("node {task_id}/{node_id} vanished while starting"))
+        })?;
+        Ok(StartedNode {
+            name: r.get(0),
+            payload: r.get(1),
+            dependencies: serde_json::from_str(r.get(2))?,
+            attempts: count(r.get(3)),
+            max_attempts: count(r.get(4)),
+        })
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
-        todo!("PostgreSQL: Nodes")
+        Ok(self
+            .query_one(
+                "SELECT result FROM nodes WHERE task_id = $1 AND node_id = $2",
+                &[&task_id, &node_id],
+            )?
+            .get(0))
     }
 
     fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
-        todo!("PostgreSQL: Nodes")
+        Ok(self
+            .query_opt(
+                "SELECT result_schema FROM nodes WHERE task_id = $1 AND node_id = $2",
+                &[&task_id, &node_id],
+            )?
+            .and_then(|r| r.get(0)))
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {
-        todo!("PostgreSQL: Nodes")
+        self.execute(
+            "UPDATE nodes SET lease_expires_at = $3 WHERE task_id = $1 AND node_id = $2",
+            &[&task_id, &node_id, &expires_at],
+        )?;
+        Ok(())
     }
 
-    fn change_node(&self, task_id: &str, node_id: &str, change: &NodeChange<'_>) -> Result<()> {
-        todo!("PostgreSQL: Nodes")
+    fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
+        self.execute(
+            "UPDATE nodes SET state = $3, result = COALESCE($4, result), error = COALESCE($5, error),
+                    runnable_since = COALESCE($6, runnable_since), lease_id = NULL,
+                    lease_token_id = NULL, lease_session_id = NULL, ready_at = $8::bigint,
+                    remaining_deps = remaining_deps + CASE WHEN $8::bigint IS NULL THEN 0 ELSE 1 END,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = $7
+             WHERE task_id = $1 AND node_id = $2",
+            &[
+                &task_id,
+                &node_id,
+                &c.state.as_str(),
+                &c.result,
+                &c.error,
+                &c.runnable_since,
+                &c.at_ms,
+                &c.ready_at,
+            ],
+        )?;
+        Ok(())
     }
 
     fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()> {
-        todo!("PostgreSQL: Nodes")
+        self.execute(
+            "UPDATE nodes SET remaining_deps = remaining_deps - 1, runnable_since = $3
+             WHERE task_id = $1 AND node_id IN
+                   (SELECT dependent_id FROM node_dependents WHERE task_id = $1 AND node_id = $2)",
+            &[&task_id, &node_id, &seq],
+        )?;
+        Ok(())
     }
 
     fn count_finished(&self, task_id: &str) -> Result<u64> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query_write(
+            "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = $1
+             RETURNING unfinished_nodes",
+            &[&task_id],
+        )?;
+        let r = rows
+            .first()
+            .ok_or_else(|| Error::Internal(format!("task {task_id} vanished")))?;
+        Ok(u(r.get(0)))
     }
 
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query(
+            "SELECT node_id FROM nodes WHERE task_id = $1 AND state = 'RUNNING'",
+            &[&task_id],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
-        todo!("PostgreSQL: Nodes")
+        self.execute(
+            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
+                    lease_session_id = NULL, lease_owner = NULL,
+                    lease_expires_at = NULL, updated_at = $2
+             WHERE task_id = $1 AND state IN ('PENDING', 'RUNNING')",
+            &[&task_id, &at_ms],
+        )
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query(
+            "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| NodeLease {
+                task_id: r.get(0),
+                node_id: r.get(1),
+                lease_id: r.get(2),
+                expires_at: r.get(3),
+            })
+            .collect())
     }
 
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
-        todo!("PostgreSQL: Nodes")
+        Ok(pairs(&self.query(
+            "SELECT task_id, node_id FROM nodes WHERE lease_session_id = $1 AND state = 'RUNNING'
+             ORDER BY task_id, node_id",
+            &[&session_id],
+        )?))
     }
 
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>> {
-        todo!("PostgreSQL: Nodes")
+        Ok(pairs(&self.query(
+            "SELECT task_id, node_id FROM nodes
+             WHERE state = 'RUNNING' AND lease_owner = $1 ORDER BY task_id, node_id",
+            &[&owner],
+        )?))
     }
 
     fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
-        todo!("PostgreSQL: Nodes")
+        let Some(task) = self.query_opt(
+            "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = $1",
+            &[&task_id],
+        )?
+        else {
+            return Ok(None);
+        };
+        let task = summary(&task)?;
+        let mut counts: BTreeMap<String, u64> = NodeState::ALL
+            .iter()
+            .map(|s| (s.as_str().to_string(), 0))
+            .collect();
+        let rows = self.query(
+            "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
+                    lease_expires_at, result, error, updated_at
+             FROM nodes WHERE task_id = $1 ORDER BY position",
+            &[&task_id],
+        )?;
+        let mut nodes = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let state = node_state(r.get(2))?;
+            *counts.entry(state.as_str().to_string()).or_default() += 1;
+            nodes.push(NodeSummary {
+                node_id: r.get(0),
+                name: r.get(1),
+                state,
+                dependencies: serde_json::from_str(r.get(3))?,
+                attempts: count(r.get(4)),
+                max_attempts: count(r.get(5)),
+                lease_owner: r.get(6),
+                lease_expires_at: r.get::<_, Option<i64>>(7).map(format_ms),
+                result: raw(r.get(8))?,
+                error: raw(r.get(9))?,
+                updated_at: format_ms(r.get(10)),
+            });
+        }
+        Ok(Some(TaskStatusResult {
+            task,
+            counts,
+            nodes,
+        }))
     }
 
     fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult> {
-        todo!("PostgreSQL: Nodes")
+        let rows = self.query(
+            "SELECT task_id, goal, status, created_at, updated_at FROM tasks
+             WHERE ($1::text IS NULL OR status = $1) ORDER BY created_seq DESC LIMIT $2",
+            &[&status.map(TaskStatus::as_str), &i(limit)],
+        )?;
+        let tasks = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
+        Ok(ListTasksResult { tasks })
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
-        todo!("PostgreSQL: Nodes")
+        let by = |sql: &str| -> Result<BTreeMap<String, u64>> {
+            Ok(self
+                .query(sql, &[])?
+                .iter()
+                .map(|r| (r.get(0), u(r.get(1))))
+                .collect())
+        };
+        Ok((
+            by("SELECT status, count(*) FROM tasks GROUP BY status")?,
+            by("SELECT state, count(*) FROM nodes GROUP BY state")?,
+        ))
     }
 }

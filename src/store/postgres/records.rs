@@ -1,27 +1,95 @@
-//! PostgreSQL's side of [`Records`].
+//! PostgreSQL's side of [`Records`]: the current state in `records`, every version in
+//! `history` (same meaning as SQLite's `store::state`).
 
+use serde_json::value::RawValue;
+use tokio_postgres::Row;
+
+use crate::clock::format_ms;
+use crate::error::Result;
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::store::boundary::{NewVersion, Records, StoredVersion};
 
-use crate::error::Result;
+use super::{i, u, PgConn};
 
-use super::PgConn;
+fn json(text: Option<String>) -> Result<Box<RawValue>> {
+    Ok(RawValue::from_string(
+        text.unwrap_or_else(|| "null".into()),
+    )?)
+}
+
+/// value, version, revision, updated_by, updated_at from column `first` on.
+fn record_state(row: &Row, first: usize) -> Result<RecordState> {
+    Ok(RecordState {
+        value: json(row.get(first))?,
+        version: u(row.get(first + 1)),
+        revision: u(row.get(first + 2)),
+        updated_by: row.get(first + 3),
+        updated_at: format_ms(row.get(first + 4)),
+    })
+}
 
 impl Records for PgConn {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
-        todo!("PostgreSQL: Records")
+        let row = self.query_opt(
+            "SELECT version, deleted, value, updated_by, updated_at FROM records
+             WHERE namespace = $1 AND key = $2",
+            &[&namespace, &key],
+        )?;
+        Ok(row.map(|r| StoredVersion {
+            version: u(r.get(0)),
+            deleted: r.get(1),
+            value: r.get(2),
+            updated_by: r.get(3),
+            updated_at_ms: r.get(4),
+        }))
     }
 
     fn live(&self, namespace: &str, key: &str) -> Result<Option<RecordState>> {
-        todo!("PostgreSQL: Records")
+        self.query_opt(
+            "SELECT value, version, revision, updated_by, updated_at FROM records
+             WHERE namespace = $1 AND key = $2 AND NOT deleted",
+            &[&namespace, &key],
+        )?
+        .map(|r| record_state(&r, 0))
+        .transpose()
     }
 
-    fn store_version(&self, version: &NewVersion<'_>) -> Result<()> {
-        todo!("PostgreSQL: Records")
+    fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
+        // Both rows in one statement: one round trip.
+        self.execute(
+            "WITH current AS (
+                 INSERT INTO records (namespace, key, value, version, revision, updated_by,
+                                      updated_at, deleted, session_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value,
+                   version = EXCLUDED.version, revision = EXCLUDED.revision,
+                   updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at,
+                   deleted = EXCLUDED.deleted, session_id = EXCLUDED.session_id
+             )
+             INSERT INTO history (namespace, key, version, value, revision, updated_by,
+                                  updated_at, deleted)
+             VALUES ($1, $2, $4, $3, $5, $6, $7, $8)",
+            &[
+                &v.namespace,
+                &v.key,
+                &v.value,
+                &i(v.version),
+                &v.revision,
+                &v.updated_by,
+                &v.at_ms,
+                &v.value.is_none(),
+                &v.session_id,
+            ],
+        )?;
+        Ok(())
     }
 
     fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64)>> {
-        todo!("PostgreSQL: Records")
+        let rows = self.query(
+            "SELECT key, version FROM records WHERE namespace = $1 AND NOT deleted ORDER BY key",
+            &[&namespace],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), u(r.get(1)))).collect())
     }
 
     fn list(
@@ -31,7 +99,25 @@ impl Records for PgConn {
         after: Option<&str>,
         limit: u64,
     ) -> Result<(Vec<Record>, bool)> {
-        todo!("PostgreSQL: Records")
+        let rows = self.query(
+            "SELECT key, value, version, revision, updated_by, updated_at FROM records
+             WHERE namespace = $1 AND NOT deleted AND key >= $2
+               AND ($3::text IS NULL OR key > $3)
+               AND substr(key, 1, length($2)) = $2
+             ORDER BY key LIMIT $4",
+            &[&namespace, &prefix, &after, &i(limit.saturating_add(1))],
+        )?;
+        let mut records = Vec::with_capacity(rows.len());
+        for r in &rows {
+            records.push(Record {
+                namespace: namespace.to_string(),
+                key: r.get(0),
+                state: record_state(r, 1)?,
+            });
+        }
+        let more = records.len() as u64 > limit;
+        records.truncate(limit as usize);
+        Ok((records, more))
     }
 
     fn history(
@@ -41,18 +127,61 @@ impl Records for PgConn {
         before_version: Option<u64>,
         limit: u64,
     ) -> Result<Vec<HistoryEntry>> {
-        todo!("PostgreSQL: Records")
+        let rows = self.query(
+            "SELECT version, value, updated_by, updated_at, revision, deleted FROM history
+             WHERE namespace = $1 AND key = $2 AND ($3::bigint IS NULL OR version < $3)
+             ORDER BY version DESC LIMIT $4",
+            &[&namespace, &key, &before_version.map(i), &i(limit)],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(HistoryEntry {
+                    version: u(r.get(0)),
+                    value: json(r.get(1))?,
+                    updated_by: r.get(2),
+                    updated_at: format_ms(r.get(3)),
+                    revision: u(r.get(4)),
+                    deleted: r.get(5),
+                })
+            })
+            .collect()
     }
 
     fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)> {
-        todo!("PostgreSQL: Records")
+        let revision: i64 = self
+            .query_one("SELECT value FROM meta WHERE name = 'revision'", &[])?
+            .get(0);
+        let rows = self.query(
+            "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
+             WHERE NOT deleted AND ($1::text IS NULL OR namespace = $1) ORDER BY namespace, key",
+            &[&namespace],
+        )?;
+        let mut records = Vec::with_capacity(rows.len());
+        for r in &rows {
+            records.push(Record {
+                namespace: r.get(0),
+                key: r.get(1),
+                state: record_state(r, 2)?,
+            });
+        }
+        Ok((records, u(revision)))
     }
 
     fn counts(&self) -> Result<(u64, u64)> {
-        todo!("PostgreSQL: Records")
+        let r = self.query_one(
+            "SELECT count(*) FILTER (WHERE NOT deleted), count(*) FILTER (WHERE deleted)
+             FROM records",
+            &[],
+        )?;
+        Ok((u(r.get(0)), u(r.get(1))))
     }
 
     fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
-        todo!("PostgreSQL: Records")
+        let rows = self.query(
+            "SELECT namespace, key FROM records WHERE session_id = $1 AND NOT deleted
+             ORDER BY namespace, key",
+            &[&session_id],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 }

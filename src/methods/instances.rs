@@ -1,0 +1,72 @@
+//! Daemons sharing one database (PostgreSQL): each heartbeats, and when one falls silent
+//! for `BATON_INSTANCE_TIMEOUT_SECS` (killed, cut off), another ends what was tied to its
+//! connections, as its own connections closing would have: `release_on_disconnect`
+//! leases end as `abandoned`, connection-bound sessions end as `disconnected`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::app::App;
+use crate::error::Result;
+
+use super::writer::WriteCtx;
+use super::{agents, locks};
+
+/// How many connection ids each daemon numbers from its base.
+const CONNECTIONS_PER_INSTANCE: u64 = 1 << 32;
+
+/// Heartbeats every third of the timeout, until `stop`; each heartbeat also ends what
+/// silent daemons held. Only for a database other daemons may share.
+pub async fn keep_alive(app: Arc<App>, connection_base: u64, stop: CancellationToken) {
+    let timeout_ms = (app.config.instance_timeout_secs * 1000) as i64;
+    let every = Duration::from_millis((timeout_ms as u64 / 3).max(100));
+    loop {
+        let instance_id = app.instance_id.clone();
+        let beat = app.writer.detached(Box::new(move |ctx| {
+            heartbeat(ctx, &instance_id, connection_base, timeout_ms)?;
+            Ok(None)
+        }));
+        if let Err(err) = beat {
+            tracing::warn!(%err, "cannot queue this instance's heartbeat");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Marks this daemon alive; ends what was tied to the connections of silent ones.
+fn heartbeat(
+    ctx: &mut WriteCtx<'_>,
+    instance_id: &str,
+    connection_base: u64,
+    timeout_ms: i64,
+) -> Result<()> {
+    let silent = ctx
+        .meta()
+        .instance_heartbeat(instance_id, connection_base, timeout_ms)?;
+    for base in silent {
+        let theirs = |c: &u64| (base..base.saturating_add(CONNECTIONS_PER_INSTANCE)).contains(c);
+        let connections: BTreeSet<u64> = ctx
+            .locks
+            .connections()
+            .chain(ctx.agents.connections())
+            .filter(theirs)
+            .collect();
+        if !connections.is_empty() {
+            tracing::warn!(
+                connections = connections.len(),
+                "an instance sharing the database fell silent; ending what its connections held"
+            );
+        }
+        for connection in connections {
+            locks::rules::connection_closed(ctx, connection)?;
+            agents::rules::connection_closed(ctx, connection)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! Opening a PostgreSQL database (a pool, migrations), reads on pooled connections, and the
+//! writer's connection ([`PgWrites`]): its batches run under a transaction-scoped advisory
+//! lock, so the batches of every instance sharing the database apply one at a time.
+
+use std::cell::Cell;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio::runtime::Handle;
+
+use crate::error::{Error, Result};
+use crate::store::boundary::{Storage, WriteStorage};
+
+use super::PgConn;
+
+/// The advisory lock every instance's writer holds for the length of a batch.
+const WRITER_LOCK: i64 = 0x6261_746f_6e01;
+
+/// Connections kept for reads.
+const READ_POOL: usize = 16;
+
+/// The channel each commit is announced on (the payload is the committing instance's id).
+/// Only a wake-up: what changed is read from the tables.
+const COMMITS: &str = "baton_commits";
+
+/// The read side: a pool of connections and the runtime that drives them.
+pub struct PgReads {
+    pool: Pool,
+    handle: Handle,
+}
+
+/// Connects to `url`: checks the server answers, applies the migrations, and returns the
+/// read side, the writer's connection, the schema version and the database's id. Blocks:
+/// call it from a thread outside the runtime `handle` drives.
+pub fn open(
+    url: &str,
+    instance_id: &str,
+    now_ms: i64,
+    handle: Handle,
+) -> Result<(PgReads, PgWrites, i64, i64)> {
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| Error::Invalid(format!("BATON_DATABASE_URL is not a PostgreSQL URL: {e}")))?;
+    let manager = Manager::from_config(
+        config,
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(READ_POOL + 1)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))?;
+    let conn = PgConn::new(super::block_on(&handle, pool.get())?, handle.clone());
+    let schema_version = super::migrations::migrate(&conn, now_ms)?;
+    let database_id = conn.database_id()?;
+    let writes = PgWrites {
+        pool: pool.clone(),
+        handle: handle.clone(),
+        conn,
+        at_request: Cell::new(0),
+        at_begin: 0,
+        began_at_ms: None,
+        announce: format!("NOTIFY {COMMITS}, '{instance_id}'; COMMIT"),
+    };
+    Ok((
+        PgReads { pool, handle },
+        writes,
+        schema_version,
+        database_id,
+    ))
+}
+
+impl PgReads {
+    /// Runs `f` on a pooled connection inside one read-only snapshot.
+    pub fn read<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
+        let conn = PgConn::new(
+            super::block_on(&self.handle, self.pool.get())?,
+            self.handle.clone(),
+        );
+        conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        let result = f(&conn);
+        // Nothing was written: ending the snapshot cannot lose anything.
+        let ended = conn.batch("COMMIT");
+        let value = result?;
+        ended?;
+        Ok(value)
+    }
+
+    /// Runs a read of one statement on a pooled connection (a statement is one snapshot).
+    pub fn read_one_statement<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
+        let conn = PgConn::new(
+            super::block_on(&self.handle, self.pool.get())?,
+            self.handle.clone(),
+        );
+        f(&conn)
+    }
+}
+
+/// The writer's connection. Replaced by a fresh one from the pool when the server closed
+/// it (a restart, `pg_terminate_backend`): the batch that met the closed connection failed
+/// with 503 and nothing of it was applied.
+pub struct PgWrites {
+    pool: Pool,
+    handle: Handle,
+    conn: PgConn,
+    /// Rows changed when the current request started.
+    at_request: Cell<u64>,
+    /// Rows changed when the batch started.
+    at_begin: u64,
+    /// The server's clock when the batch started.
+    began_at_ms: Option<i64>,
+    /// What ends a batch that changed something: tells the other instances, and commits.
+    announce: String,
+}
+
+impl WriteStorage for PgWrites {
+    fn storage(&self) -> &dyn Storage {
+        &self.conn
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        if self.conn.is_closed() {
+            let fresh = super::block_on(&self.handle, self.pool.get())?;
+            self.conn = PgConn::new(fresh, self.handle.clone());
+            tracing::info!("the writer reconnected to PostgreSQL");
+        }
+        self.at_begin = self.conn.changed();
+        self.conn.batch("BEGIN")?;
+        let row = self.conn.query_one(
+            &format!("SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked"),
+            &[&WRITER_LOCK],
+        )?;
+        self.began_at_ms = Some(row.get(0));
+        Ok(())
+    }
+
+    fn server_clock_ms(&self) -> Option<i64> {
+        self.began_at_ms
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        if self.conn.changed() == self.at_begin {
+            return self.conn.batch("COMMIT");
+        }
+        // The notification is delivered when (and only if) the transaction commits.
+        self.conn.batch(&self.announce)
+    }
+
+    fn rollback(&mut self) {
+        if self.conn.is_closed() {
+            return;
+        }
+        if let Err(err) = self.conn.batch("ROLLBACK") {
+            tracing::error!(%err, "cannot roll back a failed batch");
+        }
+    }
+
+    fn savepoint(&self) -> Result<()> {
+        self.at_request.set(self.conn.changed());
+        Ok(())
+    }
+
+    fn undo_request(&self) -> Result<()> {
+        if self.conn.changed() == self.at_request.get() {
+            return Ok(());
+        }
+        Err(Error::Unavailable(
+            "a request failed after it had written, so its whole batch was rolled back; nothing was written, retry".into(),
+        ))
+    }
+
+    fn release_request(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn close(&mut self) {}
+}
+
+impl PgConn {
+    /// The random id the database was given when its schema was made.
+    fn database_id(&self) -> Result<i64> {
+        let row = self.query_opt("SELECT value FROM meta WHERE name = 'database_id'", &[])?;
+        Ok(row.map(|r| r.get::<_, i64>(0)).unwrap_or(0))
+    }
+}
+
+/// The database server's clock, epoch milliseconds, as SQL.
+const SERVER_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// See `Meta::instance_heartbeat`: the server's clock judges who is silent.
+pub(super) fn heartbeat(
+    conn: &PgConn,
+    instance_id: &str,
+    connection_base: u64,
+    timeout_ms: i64,
+) -> Result<Vec<u64>> {
+    // Not counted as changes: a heartbeat is not news for the other instances.
+    conn.query(
+        &format!(
+            "INSERT INTO instances (instance_id, connection_base, started_at, heartbeat_at)
+             VALUES ($1, $2, {SERVER_NOW_MS}, {SERVER_NOW_MS})
+             ON CONFLICT (instance_id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at"
+        ),
+        &[&instance_id, &super::i(connection_base)],
+    )?;
+    let silent = conn.query(
+        &format!(
+            "DELETE FROM instances WHERE heartbeat_at < {SERVER_NOW_MS} - $1
+             RETURNING connection_base"
+        ),
+        &[&timeout_ms],
+    )?;
+    Ok(silent.iter().map(|r| super::u(r.get(0))).collect())
+}
+
+/// See `Meta::live_instances`.
+pub(super) fn live_instances(conn: &PgConn, timeout_ms: i64) -> Result<u64> {
+    let row = conn.query_one(
+        &format!("SELECT count(*) FROM instances WHERE heartbeat_at >= {SERVER_NOW_MS} - $1"),
+        &[&timeout_ms],
+    )?;
+    Ok(super::u(row.get(0)))
+}
+
+/// Listens for the commits of other instances on a connection of its own and calls
+/// `on_commit` for each (and once after every reconnection, which may have missed some),
+/// until `stop`. Reconnects by itself, at most every second.
+pub async fn listen(
+    url: String,
+    instance_id: String,
+    on_commit: impl Fn() + Send + 'static,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use futures::StreamExt;
+    let mut failures = 0u32;
+    loop {
+        let connected = tokio_postgres::connect(&url, tokio_postgres::NoTls).await;
+        let (client, mut connection) = match connected {
+            Ok(pair) => pair,
+            Err(err) => {
+                failures += 1;
+                if failures == 1 || failures.is_multiple_of(60) {
+                    tracing::warn!(%err, "cannot listen for other instances' commits; retrying every second");
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        let mut messages = futures::stream::poll_fn(move |cx| {
+            connection.poll_message(cx).map(|m| m.map(|r| r.ok()))
+        });
+        let listen = format!("LISTEN {COMMITS}");
+        let listened = tokio::select! {
+            done = client.batch_execute(&listen) => done,
+            _ = stop.cancelled() => return,
+        };
+        if let Err(err) = listened {
+            tracing::warn!(%err, "cannot LISTEN for other instances' commits; retrying");
+            continue;
+        }
+        if failures > 0 {
+            tracing::info!("listening for other instances' commits again");
+        }
+        // Commits made while this connection was down are caught up now.
+        on_commit();
+        loop {
+            let message = tokio::select! {
+                message = messages.next() => message,
+                _ = stop.cancelled() => return,
+            };
+            match message {
+                Some(Some(tokio_postgres::AsyncMessage::Notification(n))) => {
+                    if n.payload() != instance_id {
+                        on_commit();
+                    }
+                }
+                Some(Some(_)) => {}
+                // The connection ended or failed: connect again.
+                Some(None) | None => break,
+            }
+        }
+        drop(client);
+        failures = 1;
+        tracing::warn!(
+            "lost the connection that listens for other instances' commits; reconnecting"
+        );
+    }
+}

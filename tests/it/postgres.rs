@@ -1,0 +1,347 @@
+//! Several batond on one PostgreSQL database keep every promise as if they were one
+//! daemon. Each test makes a fresh database (`common::postgres::shared`) and starts two or
+//! three daemons on it.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{postgres, Client, Daemon};
+
+fn instances(db: &Arc<postgres::Database>, n: usize) -> Vec<Daemon> {
+    (0..n).map(|_| Daemon::start_shared(db, &[])).collect()
+}
+
+/// The next Event notification's seq on a subscribed connection.
+fn next_seq(sub: &mut Client) -> u64 {
+    loop {
+        let note = sub.read_line();
+        if note["method"] == "Event" {
+            return note["params"]["event"]["seq"].as_u64().expect("a seq");
+        }
+    }
+}
+
+#[test]
+fn instances_on_one_database_are_told_apart_in_health() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 2);
+    let a = daemons[0].client().result("Health", json!({}));
+    let b = daemons[1].client().result("Health", json!({}));
+    assert_eq!(
+        (a["backend"].as_str(), b["backend"].as_str()),
+        (Some("postgres"), Some("postgres"))
+    );
+    assert_ne!(a["instance_id"], b["instance_id"]);
+}
+
+/// One revision sequence: writes through either instance take the next revision, and a
+/// subscriber on one sees the other's writes live, in order, with no gap.
+#[test]
+fn a_subscriber_on_one_instance_sees_every_write_of_another_in_order() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 2);
+    let mut sub = daemons[1].client();
+    sub.set_read_timeout(Duration::from_secs(20));
+    sub.result("Subscribe", json!({"since_seq": 0}));
+    let (mut a, mut b) = (daemons[0].client(), daemons[1].client());
+    for i in 0..20u64 {
+        let via = if i % 2 == 0 { &mut a } else { &mut b };
+        let set = via.result(
+            "Set",
+            json!({"namespace": "n", "key": format!("k{i}"), "value": i}),
+        );
+        assert_eq!(set["revision"], i + 1, "one sequence across instances");
+    }
+    for expected in 1..=20 {
+        assert_eq!(
+            next_seq(&mut sub),
+            expected,
+            "no gap, duplicate or reordering"
+        );
+    }
+    let read_a = a.result("ReadEvents", json!({"since_seq": 0}));
+    let read_b = b.result("ReadEvents", json!({"since_seq": 0}));
+    assert_eq!(read_a["events"], read_b["events"]);
+    assert_eq!(
+        crate::common::u64s(&read_a["events"], "seq"),
+        (1..=20).collect::<Vec<_>>()
+    );
+}
+
+/// 16 clients x 50 compare-and-set increments spread over three instances.
+#[test]
+fn an_increment_race_over_three_instances_loses_nothing() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 3);
+    daemons[0].client().result(
+        "Set",
+        json!({"namespace": "n", "key": "counter", "value": 0}),
+    );
+    let sockets: Vec<_> = daemons.iter().map(|d| d.socket_path()).collect();
+    let workers: Vec<_> = (0..16)
+        .map(|w| {
+            let socket = sockets[w % 3].clone();
+            thread::spawn(move || {
+                let mut c = Client::connect(&socket);
+                let mut done = 0;
+                while done < 50 {
+                    let got = c.result("Get", json!({"namespace": "n", "key": "counter"}));
+                    let (value, version) = (got["value"].as_u64().unwrap(), got["version"].clone());
+                    let answer = c.call(
+                        "Set",
+                        json!({"namespace": "n", "key": "counter", "value": value + 1, "expected_version": version}),
+                    );
+                    match answer.get("error") {
+                        None => done += 1,
+                        Some(e) => assert_eq!(e["code"], 409, "{answer}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut c = daemons[1].client();
+    let got = c.result("Get", json!({"namespace": "n", "key": "counter"}));
+    assert_eq!(
+        (got["value"].as_u64(), got["version"].as_u64()),
+        (Some(800), Some(801))
+    );
+    let mut versions = Vec::new();
+    let mut before: Option<u64> = None;
+    loop {
+        let mut params = json!({"namespace": "n", "key": "counter", "limit": 1000});
+        if let Some(v) = before {
+            params["before_version"] = json!(v);
+        }
+        let page = c.result("History", params);
+        let entries = page["history"].as_array().expect("history").clone();
+        if entries.is_empty() {
+            break;
+        }
+        versions.extend(entries.iter().map(|e| e["version"].as_u64().unwrap()));
+        before = versions.last().copied();
+    }
+    assert_eq!(
+        versions,
+        (1..=801).rev().collect::<Vec<_>>(),
+        "801 contiguous versions"
+    );
+}
+
+fn acquire(c: &mut Client, key: &str, owner: &str, wait_ms: Option<u64>) -> Value {
+    let mut params = json!({"resource_key": key, "owner": owner});
+    if let Some(ms) = wait_ms {
+        params["wait_ms"] = json!(ms);
+    }
+    c.result("AcquireResourceLock", params)
+}
+
+/// Exclusivity and the dir:/file: hierarchy hold across instances, and fencing tokens
+/// increase across all of them and across restarts.
+#[test]
+fn locks_exclude_across_instances_and_fencing_tokens_only_grow() {
+    let Some(db) = postgres::shared() else { return };
+    let mut daemons = instances(&db, 2);
+    let (mut a, mut b) = (daemons[0].client(), daemons[1].client());
+    let dir = acquire(&mut a, "dir:src", "alice", None);
+    assert_eq!(dir["status"], "acquired");
+    let inside = acquire(&mut b, "file:src/main.rs", "bob", None);
+    assert_eq!(inside["status"], "busy", "{inside}");
+    let same = acquire(&mut b, "dir:src", "bob", None);
+    assert_eq!(same["status"], "busy");
+    let other = acquire(&mut b, "file:docs/x.md", "bob", None);
+    assert_eq!(other["status"], "acquired");
+    let mut tokens = vec![
+        dir["fencing_token"].as_u64().unwrap(),
+        other["fencing_token"].as_u64().unwrap(),
+    ];
+    a.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "dir:src", "lease_id": dir["lease_id"]}),
+    );
+    drop((a, b));
+    daemons[0].sigterm();
+    daemons[0].restart();
+    for (i, d) in daemons.iter().enumerate() {
+        let got = acquire(&mut d.client(), &format!("tool:t{i}"), "carol", None);
+        tokens.push(got["fencing_token"].as_u64().unwrap());
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+/// A waiter queued on one instance is handed the lock when a holder on another releases.
+#[test]
+fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 2);
+    let mut a = daemons[0].client();
+    let held = acquire(&mut a, "tool:deploy", "alice", None);
+    let socket = daemons[1].socket_path();
+    let waiter = thread::spawn(move || {
+        let mut b = Client::connect(&socket);
+        b.set_read_timeout(Duration::from_secs(60));
+        acquire(&mut b, "tool:deploy", "bob", Some(60_000))
+    });
+    // The waiter is queued on B once B's Metrics count it.
+    let mut b = daemons[1].client();
+    crate::common::wait_until(Duration::from_secs(20), || {
+        b.result("Metrics", json!({}))["locks"]["waiting"] == 1
+    });
+    a.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "tool:deploy", "lease_id": held["lease_id"]}),
+    );
+    let granted = waiter.join().unwrap();
+    assert_eq!(granted["status"], "acquired", "{granted}");
+    assert_eq!(granted["previous"]["owner"], "alice");
+    assert!(granted["fencing_token"].as_u64() > held["fencing_token"].as_u64());
+}
+
+/// A message sent through one instance wakes a ReadInbox waiting on another.
+#[test]
+fn a_message_sent_through_one_instance_wakes_a_reader_waiting_on_another() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 2);
+    let mut a = daemons[0].client();
+    let alice = a.result("RegisterAgent", json!({"name": "alice"}))["session_id"].clone();
+    let mut b = daemons[1].client();
+    let bob = b.result("RegisterAgent", json!({"name": "bob"}))["session_id"].clone();
+    let socket = daemons[1].socket_path();
+    let reader = thread::spawn(move || {
+        let mut c = Client::connect(&socket);
+        c.set_read_timeout(Duration::from_secs(60));
+        c.result("ReadInbox", json!({"session_id": bob, "wait_ms": 60_000}))
+    });
+    crate::common::wait_until(Duration::from_secs(20), || {
+        b.result("Metrics", json!({}))["inbox_waiters"] == 1
+    });
+    a.result(
+        "SendMessage",
+        json!({"session_id": alice, "to": ["bob"], "body": "the build is yours"}),
+    );
+    let inbox = reader.join().unwrap();
+    assert_eq!(
+        inbox["messages"][0]["body"], "the build is yours",
+        "{inbox}"
+    );
+    assert_eq!(inbox["messages"][0]["from"], "alice");
+}
+
+/// A node completed on one instance makes its dependents runnable for a worker on another,
+/// and a node has one live lease whichever instance hands it out.
+#[test]
+fn tasks_flow_across_instances() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 2);
+    let (mut a, mut b) = (daemons[0].client(), daemons[1].client());
+    let task = a.result(
+        "RegisterTask",
+        json!({"goal": "ship", "nodes": [
+            {"id": "build"},
+            {"id": "test", "dependencies": ["build"]}
+        ]}),
+    );
+    let task_id = task["task_id"].clone();
+    let build = b.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "w1"}),
+    );
+    assert_eq!(build["node_id"], "build");
+    let none = a.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "w2"}),
+    );
+    assert!(
+        none.is_null(),
+        "build is leased through B, test waits on it: {none}"
+    );
+    b.result(
+        "CompleteNode",
+        json!({"task_id": task_id, "node_id": "build", "lease_id": build["lease_id"], "result": {"ok": true}}),
+    );
+    let test = a.result(
+        "AcquireNextNode",
+        json!({"task_id": task_id, "lease_owner": "w2"}),
+    );
+    assert_eq!(test["node_id"], "test", "{test}");
+}
+
+/// A killed backend connection fails the writes in flight with 503 (nothing half-applied)
+/// and the instance reconnects by itself.
+#[test]
+fn a_killed_backend_connection_is_survived() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons = instances(&db, 1);
+    let mut c = daemons[0].client();
+    c.result("Set", json!({"namespace": "n", "key": "k", "value": 1}));
+    db.terminate_connections();
+    let mut errors = 0;
+    let set = loop {
+        let answer = c.call(
+            "Set",
+            json!({"namespace": "n", "key": "k", "value": 2, "expected_version": 1}),
+        );
+        match answer.get("error") {
+            None => break answer["result"].clone(),
+            Some(e) => {
+                assert_eq!(e["code"], 503, "a storage fault is 503: {answer}");
+                errors += 1;
+                assert!(errors < 10, "the instance did not reconnect");
+            }
+        }
+    };
+    assert_eq!(set["version"], 2);
+    let got = c.result("Get", json!({"namespace": "n", "key": "k"}));
+    assert_eq!(
+        (got["value"].as_u64(), got["version"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(c.result("Health", json!({}))["status"], "ok");
+}
+
+/// An instance killed with -9 stops heartbeating; another ends the leases and sessions tied
+/// to its connections within BATON_INSTANCE_TIMEOUT_SECS, as `abandoned` / `disconnected`.
+#[test]
+fn what_a_dead_instance_held_for_its_connections_ends() {
+    let Some(db) = postgres::shared() else { return };
+    let mut doomed = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
+    let survivor = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
+    let mut a = doomed.client();
+    let held = a.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:deploy", "owner": "alice", "release_on_disconnect": true}),
+    );
+    assert_eq!(held["status"], "acquired");
+    let kept = a.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:other", "owner": "alice", "ttl_secs": 600}),
+    );
+    a.result(
+        "RegisterAgent",
+        json!({"name": "alice", "release_on_disconnect": true}),
+    );
+    doomed.kill9();
+    let mut b = survivor.client();
+    crate::common::wait_until(Duration::from_secs(30), || {
+        b.result("ResourceLockStatus", json!({"resource_key": "tool:deploy"}))["status"] != "held"
+    });
+    let next = acquire(&mut b, "tool:deploy", "bob", None);
+    assert_eq!(next["previous"]["outcome"], "abandoned", "{next}");
+    let agents = b.result("ListAgents", json!({}));
+    assert_eq!(
+        agents["agents"],
+        json!([]),
+        "alice's session ended with its connection"
+    );
+    let other = b.result("ResourceLockStatus", json!({"resource_key": "tool:other"}));
+    assert_eq!(
+        other["status"], "held",
+        "a lease not tied to a connection lives on: {other}"
+    );
+    assert_eq!(other["held_by"]["fencing_token"], kept["fencing_token"]);
+}
