@@ -30,12 +30,21 @@ pub trait Clock: Send + Sync + 'static {
 /// The real clock.
 pub struct SystemClock {
     started: Instant,
+    /// Added to every wall reading: a test's way to run a daemon whose clock is off.
+    skew_ms: i64,
 }
 
 impl SystemClock {
     pub fn new() -> SystemClock {
+        SystemClock::skewed(0)
+    }
+
+    /// A real clock whose wall readings are `skew_ms` off (`BATON_TEST_CLOCK_SKEW_MS`), as
+    /// on a host whose time is wrong; monotonic time is unaffected.
+    pub fn skewed(skew_ms: i64) -> SystemClock {
         SystemClock {
             started: Instant::now(),
+            skew_ms,
         }
     }
 }
@@ -52,6 +61,7 @@ impl Clock for SystemClock {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0)
+            .saturating_add(self.skew_ms)
     }
 
     fn monotonic(&self) -> Duration {

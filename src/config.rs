@@ -170,6 +170,9 @@ pub struct Config {
     /// For tests only: run on a manual clock starting at this wall time (epoch ms), moved
     /// by the `AdvanceClock` method (`BATON_TEST_CLOCK_MS`; no flag).
     pub test_clock_ms: Option<i64>,
+    /// For tests only: this daemon's wall clock runs this many milliseconds off, as on a
+    /// host whose time is wrong (`BATON_TEST_CLOCK_SKEW_MS`; no flag).
+    pub test_clock_skew_ms: i64,
 }
 
 /// A configuration value that could not be used; the message names where it came from.
@@ -618,6 +621,7 @@ impl Config {
                 None => None,
                 Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),
             },
+            test_clock_skew_ms: layers.number("BATON_TEST_CLOCK_SKEW_MS", 0i64, i64::MIN)?,
         })
     }
 }

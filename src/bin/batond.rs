@@ -52,6 +52,13 @@ fn main() -> ExitCode {
             );
             Arc::new(ManualClock::new(wall_ms))
         }
+        None if config.test_clock_skew_ms != 0 => {
+            tracing::warn!(
+                skew_ms = config.test_clock_skew_ms,
+                "BATON_TEST_CLOCK_SKEW_MS is set: this daemon's clock runs off. This is for tests only"
+            );
+            Arc::new(SystemClock::skewed(config.test_clock_skew_ms))
+        }
         None => Arc::new(SystemClock::new()),
     };
     match runtime.block_on(baton::server::run(config, clock)) {

@@ -200,6 +200,12 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
         &one(m.uptime_secs),
     );
     metric(
+        "instances",
+        "gauge",
+        "batond instances heartbeating on this database (1 on SQLite).",
+        &one(m.instances),
+    );
+    metric(
         "connections_open",
         "gauge",
         "Client connections open.",

@@ -21,6 +21,8 @@ pub struct Daemon {
     /// The PostgreSQL database of this daemon (maybe shared with others), when it runs
     /// on PostgreSQL.
     postgres: Option<Arc<postgres::Database>>,
+    /// Extra environment variables of the daemon's process.
+    env: Vec<(String, String)>,
 }
 
 /// The storage backend the suite runs on: `BATON_TEST_BACKEND=postgres` (each daemon gets
@@ -140,6 +142,7 @@ impl Daemon {
             log: Log::default(),
             test_clock_ms: None,
             postgres: None,
+            env: Vec::new(),
         };
         daemon
             .spawn()
@@ -149,6 +152,15 @@ impl Daemon {
 
     /// Starts batond on the shared PostgreSQL database `db` (other daemons may use it too).
     pub fn start_shared(db: &Arc<postgres::Database>, args: &[&str]) -> Daemon {
+        Daemon::start_shared_env(db, args, &[])
+    }
+
+    /// [`Daemon::start_shared`] with extra environment variables.
+    pub fn start_shared_env(
+        db: &Arc<postgres::Database>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let mut daemon = Daemon {
             dir: tempfile::tempdir().expect("temp dir"),
             child: None,
@@ -156,6 +168,10 @@ impl Daemon {
             log: Log::default(),
             test_clock_ms: None,
             postgres: Some(db.clone()),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         daemon
             .spawn()
@@ -203,6 +219,7 @@ impl Daemon {
             log: Log::default(),
             test_clock_ms,
             postgres: on_postgres().then(|| Arc::new(postgres::Database::create())),
+            env: Vec::new(),
         };
         daemon
             .spawn()
@@ -242,6 +259,7 @@ impl Daemon {
             .env_remove("BATON_SOCKET_PATH")
             .env_remove("BATON_DATABASE_URL")
             .env_remove("BATON_TEST_CLOCK_MS")
+            .env_remove("BATON_TEST_CLOCK_SKEW_MS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -251,6 +269,7 @@ impl Daemon {
         if let Some(db) = &self.postgres {
             cmd.env("BATON_DATABASE_URL", db.url());
         }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd
     }
 
@@ -525,8 +544,6 @@ impl Client {
     }
 }
 
-/// One numeric field of every object in a JSON array: `u64s(&history, "version")`.
-#[track_caller]
 /// Waits until `condition` holds, asking again and again; fails after `limit`.
 pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -538,6 +555,8 @@ pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// One numeric field of every object in a JSON array: `u64s(&history, "version")`.
+#[track_caller]
 pub fn u64s(list: &Value, field: &str) -> Vec<u64> {
     let list = list
         .as_array()

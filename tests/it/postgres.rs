@@ -345,3 +345,129 @@ fn what_a_dead_instance_held_for_its_connections_ends() {
     );
     assert_eq!(other["held_by"]["fencing_token"], kept["fencing_token"]);
 }
+
+/// Lease expiry is judged by the database server's clock: daemons whose clocks are hours
+/// apart stamp the same `expires_at` and agree on whether a lease has lapsed.
+#[test]
+fn daemons_whose_clocks_are_hours_off_agree_on_expiry() {
+    let Some(db) = postgres::shared() else { return };
+    const THREE_HOURS: &str = "10800000";
+    let ahead = Daemon::start_shared_env(&db, &[], &[("BATON_TEST_CLOCK_SKEW_MS", THREE_HOURS)]);
+    let behind = Daemon::start_shared_env(
+        &db,
+        &[],
+        &[("BATON_TEST_CLOCK_SKEW_MS", &format!("-{THREE_HOURS}"))],
+    );
+    let mut a = ahead.client();
+    let mut b = behind.client();
+    let real_now = chrono::Utc::now().timestamp_millis();
+    let expires_ms = |lease: &Value| {
+        let at = lease["expires_at"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{lease}"));
+        chrono::DateTime::parse_from_rfc3339(at)
+            .expect("an RFC 3339 time")
+            .timestamp_millis()
+    };
+
+    // Both stamp leases with the database's time, not their own.
+    let on_a = a.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:a", "owner": "alice", "ttl_secs": 60}),
+    );
+    let on_b = b.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:b", "owner": "bob", "ttl_secs": 60}),
+    );
+    for lease in [&on_a, &on_b] {
+        let off = expires_ms(lease) - (real_now + 60_000);
+        assert!(off.abs() < 30_000, "expires_at is {off} ms off: {lease}");
+    }
+
+    // The daemon three hours ahead does not take the other's fresh lease as lapsed.
+    let refused = acquire(&mut a, "tool:b", "carol", None);
+    assert_eq!(refused["status"], "busy", "{refused}");
+    assert_eq!(refused["held_by"]["owner"], "bob");
+
+    // The daemon three hours behind sees a short lease lapse on time: its waiter gets
+    // the lock when the database's clock passes expires_at, not three hours later.
+    let short = a.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:short", "owner": "alice", "ttl_secs": 1}),
+    );
+    assert_eq!(short["status"], "acquired");
+    let next = acquire(&mut b, "tool:short", "bob", Some(20_000));
+    assert_eq!(next["status"], "acquired", "{next}");
+    assert_eq!(next["previous"]["outcome"], "expired", "{next}");
+    assert!(next["fencing_token"].as_u64() > short["fencing_token"].as_u64());
+}
+
+/// kill -9 of an instance under load loses no acknowledged write: every Set a client saw
+/// answered is in the database, as another instance reads it, and the journal has no gap.
+#[test]
+fn an_instance_killed_under_load_loses_no_acknowledged_write() {
+    let Some(db) = postgres::shared() else { return };
+    let mut doomed = Daemon::start_shared(&db, &[]);
+    let survivor = Daemon::start_shared(&db, &[]);
+    const WRITERS: usize = 8;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let path = doomed.socket_path();
+            thread::spawn(move || {
+                let mut c = Client::connect(&path);
+                let mut acked = 0u64;
+                loop {
+                    let next = acked + 1;
+                    let request = json!({"id": next, "method": "Set", "params":
+                        {"namespace": "load", "key": format!("w{w}"), "value": next}});
+                    if !c.try_send_raw(format!("{request}\n").as_bytes()) {
+                        return acked;
+                    }
+                    match c.try_read_line() {
+                        Some(answer) if answer["result"]["version"] == json!(next) => acked = next,
+                        Some(answer) => panic!("unexpected answer: {answer}"),
+                        None => return acked,
+                    }
+                }
+            })
+        })
+        .collect();
+    // Let the load run until every writer has a few dozen writes acknowledged.
+    let mut watch = survivor.client();
+    crate::common::wait_until(Duration::from_secs(60), || {
+        (0..WRITERS).all(|w| {
+            let got = watch.call("Get", json!({"namespace": "load", "key": format!("w{w}")}));
+            got["result"]["version"].as_u64().unwrap_or(0) >= 30
+        })
+    });
+    doomed.kill9();
+    let acked: Vec<u64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+
+    let mut c = survivor.client();
+    for (w, acked) in acked.iter().enumerate() {
+        let got = c.get("load", &format!("w{w}"));
+        let stored = got["value"].as_u64().expect("a number");
+        assert!(
+            stored == *acked || stored == acked + 1,
+            "writer {w} had {acked} acknowledged, the database holds {stored}"
+        );
+        assert_eq!(got["version"].as_u64(), Some(stored));
+    }
+    // The journal is whole: one event per revision, from 1 to the head.
+    let mut seqs: Vec<u64> = Vec::new();
+    loop {
+        let since = seqs.last().copied().unwrap_or(0);
+        let page = c.result("ReadEvents", json!({"since_seq": since, "limit": 1000}));
+        let got = crate::common::u64s(&page["events"], "seq");
+        if got.is_empty() {
+            break;
+        }
+        seqs.extend(got);
+    }
+    let head = seqs.len() as u64;
+    assert_eq!(seqs, (1..=head).collect::<Vec<_>>());
+    assert!(head >= (WRITERS * 30) as u64);
+    // And the survivor still writes after it.
+    let set = c.set("load", "after", json!(1));
+    assert_eq!(set["revision"].as_u64(), Some(head + 1), "{set}");
+}

@@ -49,6 +49,7 @@ def test_metrics_needs_an_admin_token_and_parses_as_prometheus_text(http_daemon:
     assert content_type.startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(text)}
     assert families["baton_locks_live"].samples[0].value == 1
+    assert families["baton_instances"].samples[0].value == 1
     assert families["baton_requests"].type == "counter"
     sets = [s for s in families["baton_requests"].samples if s.labels.get("method") == "Set"]
     assert sets and sets[0].value >= 1
