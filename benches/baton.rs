@@ -91,7 +91,14 @@ fn start_daemon_with(dir: &Path, args: &[String]) -> (Child, Vec<String>) {
             None => panic!("batond exited before listening: {seen:?}"),
         }
     }
-    std::thread::spawn(move || for _ in lines {});
+    // Errors the daemon logs while measured are shown: a figure beside them means little.
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line.contains("ERROR") {
+                eprintln!("batond: {line}");
+            }
+        }
+    });
     (child, seen)
 }
 

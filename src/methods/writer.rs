@@ -647,12 +647,16 @@ impl WriterLoop {
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
         let storage = self.writes.storage();
+        // The revision this batch starts from: what it writes beyond it is recorded as the
+        // new head before the commit (including what catching up below grants).
+        let mut start_revision = self.memory.revision;
         if self.writes.shared() {
             // Another daemon may have written since this one's last batch: continue its
             // revisions, rebuild what memory holds of leases and sessions, and serve the
             // waiters what it freed. A commit announced from now on queues another batch.
             self.catching_up.store(false, Ordering::Release);
             let head = storage.head_revision()?;
+            start_revision = head;
             if head != self.memory.revision {
                 self.memory.revision = head;
                 self.memory.reload(storage, now_ms, mono_now);
@@ -674,7 +678,6 @@ impl WriterLoop {
                 }
             }
         }
-        let start_revision = self.memory.revision;
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
             let mut no_reply = None;

@@ -200,6 +200,18 @@ fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {
     assert_eq!(granted["status"], "acquired", "{granted}");
     assert_eq!(granted["previous"]["owner"], "alice");
     assert!(granted["fencing_token"].as_u64() > held["fencing_token"].as_u64());
+    // The grant B's writer made while catching up moved the one revision sequence: both
+    // instances go on writing after it, with no seq taken twice.
+    let on_a = a.set("n", "after-hand-off", json!(1));
+    let on_b = b.set("n", "after-hand-off", json!(2));
+    assert_eq!(
+        on_b["revision"].as_u64(),
+        on_a["revision"].as_u64().map(|r| r + 1),
+        "{on_a} / {on_b}"
+    );
+    let events = b.result("ReadEvents", json!({"since_seq": 0}));
+    let seqs = crate::common::u64s(&events["events"], "seq");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
 
 /// A message sent through one instance wakes a ReadInbox waiting on another.
