@@ -178,14 +178,18 @@ fn locks_exclude_across_instances_and_fencing_tokens_only_grow() {
 #[test]
 fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {
     let Some(db) = postgres::shared() else { return };
-    let daemons = instances(&db, 2);
+    // Heartbeats (a third of the instance timeout) would wake B's writer too; an hour
+    // apart, only the commit's notification can hand the lock over before the wait ends.
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start_shared(&db, &["--instance-timeout-secs", "3600"]))
+        .collect();
     let mut a = daemons[0].client();
     let held = acquire(&mut a, "tool:deploy", "alice", None);
     let socket = daemons[1].socket_path();
     let waiter = thread::spawn(move || {
         let mut b = Client::connect(&socket);
         b.set_read_timeout(Duration::from_secs(60));
-        acquire(&mut b, "tool:deploy", "bob", Some(60_000))
+        acquire(&mut b, "tool:deploy", "bob", Some(30_000))
     });
     // The waiter is queued on B once B's Metrics count it.
     let mut b = daemons[1].client();

@@ -254,17 +254,34 @@ pub async fn listen(
                 }
             }
         };
-        let mut messages = futures::stream::poll_fn(move |cx| {
-            connection.poll_message(cx).map(|m| m.map(|r| r.ok()))
+        // The connection must be polled for LISTEN to complete and for notifications to
+        // arrive: a task of its own drives it and passes the notifications on.
+        let (tx, mut notified) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = message {
+                    if tx.send(n.payload().to_string()).is_err() {
+                        return;
+                    }
+                }
+            }
         });
         let listen = format!("LISTEN {COMMITS}");
         let listened = tokio::select! {
             done = client.batch_execute(&listen) => done,
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => {
+                driver.abort();
+                return;
+            }
         };
         if let Err(err) = listened {
+            driver.abort();
             tracing::warn!(%err, "cannot LISTEN for other instances' commits; retrying");
-            continue;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+            }
         }
         if failures > 0 {
             tracing::info!("listening for other instances' commits again");
@@ -272,19 +289,18 @@ pub async fn listen(
         // Commits made while this connection was down are caught up now.
         on_commit();
         loop {
-            let message = tokio::select! {
-                message = messages.next() => message,
-                _ = stop.cancelled() => return,
-            };
-            match message {
-                Some(Some(tokio_postgres::AsyncMessage::Notification(n))) => {
-                    if n.payload() != instance_id {
-                        on_commit();
-                    }
+            let payload = tokio::select! {
+                payload = notified.recv() => payload,
+                _ = stop.cancelled() => {
+                    driver.abort();
+                    return;
                 }
-                Some(Some(_)) => {}
+            };
+            match payload {
+                Some(from) if from != instance_id => on_commit(),
+                Some(_) => {}
                 // The connection ended or failed: connect again.
-                Some(None) | None => break,
+                None => break,
             }
         }
         drop(client);
