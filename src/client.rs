@@ -18,6 +18,7 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::protocol::locks::{
     AcquireResult, Holders, ListResourceLocksResult, LockEntry, Previous, StatusResult,
+    WaitingEntry,
 };
 use crate::protocol::state::{GetResult, ListResult, Record};
 
@@ -181,13 +182,16 @@ impl Answer for LockEntry {
 #[derive(Deserialize)]
 struct LocksBody {
     locks: Vec<Item<LockEntry>>,
+    #[serde(default)]
+    waiting: Vec<WaitingEntry>,
 }
 
 impl Answer for ListResourceLocksResult {
     fn read(text: &str) -> serde_json::Result<ListResourceLocksResult> {
-        let LocksBody { locks } = serde_json::from_str(text)?;
+        let LocksBody { locks, waiting } = serde_json::from_str(text)?;
         Ok(ListResourceLocksResult {
             locks: items(locks),
+            waiting,
         })
     }
 }
@@ -575,7 +579,7 @@ mod tests {
             r#"{{"status":"held","resource_key":"file:a","held_by":{HOLDER},"conflicting_key":"file:a"}}"#
         ));
         round_trip::<ListResourceLocksResult>(&format!(
-            r#"{{"locks":[{{"resource_key":"file:a",{}]}}"#,
+            r#"{{"locks":[{{"resource_key":"file:a",{}],"waiting":[{{"resource_key":"file:a","owner":"carol","mode":"shared"}},{{"resource_key":"tool:build","owner":"dan","mode":"shared","slots":2}}]}}"#,
             &HOLDER[1..]
         ));
         round_trip::<HeartbeatResult>(

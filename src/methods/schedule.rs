@@ -240,7 +240,6 @@ where
     }
 
     /// The queue's waiters, first first.
-    #[cfg(test)]
     pub fn waiters<'a, Q>(&'a self, family: F, queue: &Q) -> impl Iterator<Item = &'a W> + 'a
     where
         QK: Borrow<Q>,

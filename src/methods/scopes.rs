@@ -12,6 +12,7 @@
 //! | `tasks:read`, `tasks:write`, `tasks:work` | task reads; + Register/Cancel; + node work |
 //! | `events:read`, `events:publish` | ReadEvents, Subscribe; Publish |
 //! | `agents` | the agent and message methods |
+//! | `read` | every read and nothing else: the kv reads of every namespace, ResourceLockStatus, ListResourceLocks, TaskStatus, ListTasks, ReadEvents, Subscribe, ListAgents (the dashboard's token) |
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
 
@@ -70,6 +71,8 @@ pub enum Grant {
     EventsRead,
     EventsPublish,
     Agents,
+    /// Every read, and nothing else.
+    Read,
 }
 
 impl Grant {
@@ -82,6 +85,7 @@ impl Grant {
             "events:read" => Grant::EventsRead,
             "events:publish" => Grant::EventsPublish,
             "agents" => Grant::Agents,
+            "read" => Grant::Read,
             _ => {
                 if let Some(p) = raw.strip_prefix("kv:read:") {
                     Grant::KvRead(Pattern::parse(p, raw)?)
@@ -91,7 +95,7 @@ impl Grant {
                     Grant::Locks(Pattern::parse(p, raw)?)
                 } else {
                     return Err(format!(
-                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish or agents"
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents or read"
                     ));
                 }
             }
@@ -135,14 +139,25 @@ impl Scopes {
             (Grant::TasksWork, Need::TasksWork) => true,
             (Grant::EventsRead, Need::EventsRead) => true,
             (Grant::EventsPublish, Need::EventsPublish) => true,
-            (Grant::Agents, Need::Agents) => true,
+            (Grant::Agents, Need::Agents | Need::AgentsRead) => true,
+            (Grant::Locks(p), Need::LockRead(key)) => p.matches(key),
+            (
+                Grant::Read,
+                Need::KvRead(_)
+                | Need::KvReadAll
+                | Need::LockRead(_)
+                | Need::AnyLock
+                | Need::TasksRead
+                | Need::EventsRead
+                | Need::AgentsRead,
+            ) => true,
             _ => false,
         })
     }
 
-    /// Whether a resource key is among those the `locks:` grants cover.
+    /// Whether a resource key is among those the grants let this token see.
     pub fn allows_lock(&self, key: &str) -> bool {
-        self.allows(&Need::Lock(key.to_string()))
+        self.allows(&Need::LockRead(key.to_string()))
     }
 }
 
@@ -156,6 +171,8 @@ pub enum Need {
     KvWrite(String),
     /// A canonical resource key.
     Lock(String),
+    /// Reading a canonical resource key's state (ResourceLockStatus, WaitResourceLock).
+    LockRead(String),
     /// Some `locks:` grant (ListResourceLocks, which then shows only what they cover).
     AnyLock,
     TasksRead,
@@ -164,6 +181,8 @@ pub enum Need {
     EventsRead,
     EventsPublish,
     Agents,
+    /// ListAgents.
+    AgentsRead,
 }
 
 impl Need {
@@ -174,14 +193,14 @@ impl Need {
             Need::KvRead(ns) => format!("kv:read:{ns}"),
             Need::KvReadAll => "kv:read:*".into(),
             Need::KvWrite(ns) => format!("kv:write:{ns}"),
-            Need::Lock(key) => format!("locks:{key}"),
+            Need::Lock(key) | Need::LockRead(key) => format!("locks:{key}"),
             Need::AnyLock => "locks:*".into(),
             Need::TasksRead => "tasks:read".into(),
             Need::TasksWrite => "tasks:write".into(),
             Need::TasksWork => "tasks:work".into(),
             Need::EventsRead => "events:read".into(),
             Need::EventsPublish => "events:publish".into(),
-            Need::Agents => "agents".into(),
+            Need::Agents | Need::AgentsRead => "agents".into(),
         }
     }
 }
@@ -260,29 +279,43 @@ fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
 
 fn filter_locks(reply: &RawValue, principal: &Principal) -> Result<Reply> {
     #[derive(Deserialize)]
-    struct Locks<'a> {
+    struct Listed<'a> {
         #[serde(borrow)]
         locks: Vec<&'a RawValue>,
+        #[serde(borrow, default)]
+        waiting: Vec<&'a RawValue>,
     }
+    let all: Listed<'_> = serde_json::from_str(reply.get())?;
+    let locks = visible(all.locks, principal)?;
+    let waiting = visible(all.waiting, principal)?;
+    crate::protocol::reply(&serde_json::json!({ "locks": locks, "waiting": waiting }))
+}
+
+/// The items of a list whose `resource_key` the token may see.
+fn visible<'a>(list: Vec<&'a RawValue>, principal: &Principal) -> Result<Vec<&'a RawValue>> {
     #[derive(Deserialize)]
     struct Key<'a> {
         #[serde(borrow)]
         resource_key: std::borrow::Cow<'a, str>,
     }
-    let all: Locks<'_> = serde_json::from_str(reply.get())?;
-    let mut kept = Vec::with_capacity(all.locks.len());
-    for lock in all.locks {
-        let Key { resource_key } = serde_json::from_str(lock.get())?;
+    let mut kept = Vec::with_capacity(list.len());
+    for item in list {
+        let Key { resource_key } = serde_json::from_str(item.get())?;
         if principal.scopes.allows_lock(&resource_key) {
-            kept.push(lock);
+            kept.push(item);
         }
     }
-    crate::protocol::reply(&serde_json::json!({ "locks": kept }))
+    Ok(kept)
 }
 
 fn lock(cx: &Ctx<'_>, raw: &str) -> Result<Vec<Need>> {
     let key = resource_key::canonicalize(raw, &cx.app.config.workspace)?;
     Ok(vec![Need::Lock(key.key)])
+}
+
+fn lock_read(cx: &Ctx<'_>, raw: &str) -> Result<Vec<Need>> {
+    let key = resource_key::canonicalize(raw, &cx.app.config.workspace)?;
+    Ok(vec![Need::LockRead(key.key)])
 }
 
 /// Implements [`Scoped`] for methods whose needs do not depend on their params.
@@ -323,7 +356,7 @@ fixed! {
     super::agents::RegisterAgentParams => [Need::Agents];
     super::agents::AgentHeartbeatParams => [Need::Agents];
     super::agents::EndSessionParams => [Need::Agents];
-    super::agents::ListAgentsParams => [Need::Agents];
+    super::agents::ListAgentsParams => [Need::AgentsRead];
     super::agents::SendMessageParams => [Need::Agents];
     super::agents::ReadInboxParams => [Need::Agents];
     super::agents::AckMessagesParams => [Need::Agents];
@@ -357,10 +390,20 @@ macro_rules! on_resource_key {
 on_resource_key!(
     locks::AcquireResourceLockParams,
     locks::HeartbeatResourceLockParams,
-    locks::ReleaseResourceLockParams,
-    locks::ResourceLockStatusParams,
-    locks::WaitResourceLockParams
+    locks::ReleaseResourceLockParams
 );
+
+impl Scoped for locks::ResourceLockStatusParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock_read(cx, &self.resource_key)
+    }
+}
+
+impl Scoped for locks::WaitResourceLockParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock_read(cx, &self.resource_key)
+    }
+}
 
 impl Scoped for state::ExportParams {
     fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
@@ -421,6 +464,33 @@ mod tests {
         assert!(!s.allows(&Need::Lock("dir:src".into())));
         assert!(s.allows(&Need::AnyLock));
         assert!(scopes(&["kv:read:*"]).allows(&Need::KvReadAll));
+    }
+
+    #[test]
+    fn the_read_grant_reads_everything_and_writes_nothing() {
+        let s = scopes(&["read"]);
+        for need in [
+            Need::KvRead("any".into()),
+            Need::KvReadAll,
+            Need::LockRead("file:a".into()),
+            Need::AnyLock,
+            Need::TasksRead,
+            Need::EventsRead,
+            Need::AgentsRead,
+        ] {
+            assert!(s.allows(&need), "{need:?}");
+        }
+        for need in [
+            Need::KvWrite("any".into()),
+            Need::Lock("file:a".into()),
+            Need::TasksWrite,
+            Need::TasksWork,
+            Need::EventsPublish,
+            Need::Agents,
+            Need::Admin,
+        ] {
+            assert!(!s.allows(&need), "{need:?}");
+        }
     }
 
     #[test]

@@ -249,6 +249,19 @@ pub struct LockEntry {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListResourceLocksResult {
     pub locks: Vec<LockEntry>,
+    /// Requests queued for a key (AcquireResourceLock with `wait_ms`), first come first
+    /// served per key. With PostgreSQL, those queued on this daemon.
+    pub waiting: Vec<WaitingEntry>,
+}
+
+/// A request waiting for a lock.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct WaitingEntry {
+    pub resource_key: String,
+    pub owner: String,
+    pub mode: LockMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

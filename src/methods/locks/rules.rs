@@ -18,7 +18,7 @@ use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::locks::{
     AcquireResult, HeartbeatResult, HeldBy, Holders, Lease, ListResourceLocksResult, LockEntry,
-    Outcome, Previous, ReleaseResult, StatusResult, WaitResult,
+    Outcome, Previous, ReleaseResult, StatusResult, WaitResult, WaitingEntry,
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
@@ -534,7 +534,29 @@ pub fn list(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(ListResourceLocksResult { locks })
+    let mut waiting = Vec::new();
+    for queue in ctx.locks.schedule.queue_keys(Queue::Acquire) {
+        if !queue.starts_with(prefix) {
+            continue;
+        }
+        for wait in ctx.locks.schedule.waiters(Queue::Acquire, queue) {
+            let Wait::Acquire(waiter) = wait else {
+                continue;
+            };
+            let request = &waiter.request;
+            if owner.is_some_and(|o| o != request.owner) {
+                continue;
+            }
+            waiting.push(WaitingEntry {
+                resource_key: request.key.key.clone(),
+                owner: request.owner.clone(),
+                mode: request.want.mode,
+                slots: request.want.slots,
+            });
+        }
+    }
+    waiting.sort_by(|a, b| a.resource_key.cmp(&b.resource_key));
+    Ok(ListResourceLocksResult { locks, waiting })
 }
 
 pub fn wait(
