@@ -24,6 +24,8 @@ pub struct App {
     pub auth: methods::auth::Registry,
     /// This daemon's id, new at every start.
     pub instance_id: String,
+    /// The dashboard's address (`https://HOST:PORT/`), once the HTTP listener is bound.
+    pub dashboard: OnceLock<String>,
     started: Duration,
     describe: OnceLock<Box<RawValue>>,
 }
@@ -36,6 +38,7 @@ impl App {
             store,
             writer,
             instance_id,
+            dashboard: OnceLock::new(),
             started: clock.monotonic(),
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),

@@ -91,6 +91,9 @@ pub struct HealthResult {
     pub backend: &'static str,
     /// This daemon's id, new at every start (tells apart daemons sharing a database).
     pub instance_id: String,
+    /// The dashboard's address, when batond serves HTTP (`BATON_HTTP_LISTEN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<String>,
 }
 
 impl Method for HealthParams {
@@ -117,6 +120,7 @@ impl Method for HealthParams {
             uptime_secs: app.uptime().as_secs(),
             backend: app.store.backend(),
             instance_id: app.instance_id.clone(),
+            dashboard: app.dashboard.get().cloned(),
         }))
     }
 }

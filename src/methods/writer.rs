@@ -221,6 +221,9 @@ pub struct WriterStats {
     pub lock_watchers: AtomicU64,
     pub node_waiters: AtomicU64,
     pub inbox_waiters: AtomicU64,
+    /// Counts the batches after which the lock waiters were not the same number: what
+    /// the journal does not show, for the dashboard.
+    waiters_changed: watch::Sender<u64>,
 }
 
 impl WriterStats {
@@ -233,6 +236,10 @@ impl WriterStats {
             (&self.node_waiters, memory.tasks.waiting()),
             (&self.inbox_waiters, memory.agents.waiting()),
         ];
+        let waiters = memory.locks.waiting() as u64;
+        if self.lock_waiters.load(Ordering::Relaxed) != waiters {
+            self.waiters_changed.send_modify(|n| *n += 1);
+        }
         for (stat, value) in figures {
             stat.store(value as u64, Ordering::Relaxed);
         }
@@ -329,6 +336,12 @@ impl Writer {
     /// The last committed revision (journal seq), updated after every commit.
     pub fn head(&self) -> watch::Receiver<u64> {
         self.head.clone()
+    }
+
+    /// Changes whenever requests start or stop waiting for locks (which the journal does
+    /// not record: a wait changes no state).
+    pub fn lock_waiters_changed(&self) -> watch::Receiver<u64> {
+        self.stats.waiters_changed.subscribe()
     }
 
     /// Queues a mutation nobody waits on (expiry sweeps, closed connections). Before any

@@ -428,10 +428,11 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     }
     if let Some((listener, tls)) = &http_listener {
         if let Ok(addr) = listener.local_addr() {
-            let scheme = if tls.is_some() { "https" } else { "http" };
+            let url = http::url_of(addr, tls.is_some());
             tracing::info!(
-                "serving {scheme}://{addr}/metrics (Authorization: Bearer, admin tokens)"
+                "serving the dashboard at {url} (log in with `baton dashboard`) and {url}metrics (admin tokens)"
             );
+            let _ = app.dashboard.set(url);
         }
     }
     for net in &network {

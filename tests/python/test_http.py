@@ -3,6 +3,7 @@ client library's own parser, behind an admin token."""
 
 from __future__ import annotations
 
+import json
 import socket
 import urllib.error
 import urllib.request
@@ -59,3 +60,85 @@ def test_metrics_needs_an_admin_token_and_parses_as_prometheus_text(http_daemon:
     assert buckets[-1].labels["le"] == "+Inf" and buckets[-1].value >= 1
     assert all(a.value <= b.value for a, b in zip(buckets, buckets[1:])), "cumulative buckets"
     assert admin not in text and reader not in text, "no secret in the figures"
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def login(base: str, token: str) -> Tuple[int, str, str]:
+    """Follows the login URL without following its redirect: status, Location, Set-Cookie."""
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(f"{base}/login?token={token}", timeout=30) as r:
+            return r.status, r.headers.get("Location", ""), r.headers.get("Set-Cookie", "")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Location", ""), e.headers.get("Set-Cookie", "")
+
+
+def api(base: str, cookie: str, method: str, params: dict[str, object]) -> Tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        f"{base}/api/call",
+        data=json.dumps({"method": method, "params": params}).encode(),
+        headers={"Content-Type": "application/json", "Cookie": cookie},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        body = e.read().decode()
+        return e.code, json.loads(body) if e.headers.get("Content-Type") == "application/json" else {"text": body}
+
+
+def test_the_dashboard_logs_in_by_token_and_only_reads(http_daemon: Tuple[Daemon, str]) -> None:
+    daemon, base = http_daemon
+    assert daemon.call("Health")["dashboard"] == f"{base}/"
+    status, _, page = get(f"{base}/")
+    assert status == 401 and "<form" in page, "without a token, the page is a login form"
+    assert get(f"{base}/assets/app.js")[0] == 401, "every route but the login needs a token"
+    assert login(base, "baton_0000")[0] == 401
+
+    token = daemon.call("CreateToken", {"name": "dashboard", "scopes": ["read"], "ttl_secs": 600})["token"]
+    status, location, set_cookie = login(base, token)
+    assert (status, location) == (303, "/")
+    assert "HttpOnly" in set_cookie and "SameSite=Strict" in set_cookie
+    cookie = set_cookie.split(";")[0]
+
+    daemon.call("Set", {"namespace": "ns", "key": "k", "value": 1})
+    status, answer = api(base, cookie, "Get", {"namespace": "ns", "key": "k"})
+    assert status == 200 and answer["result"]["value"] == 1
+    status, answer = api(base, cookie, "ListResourceLocks", {})
+    assert answer["result"] == {"locks": [], "waiting": []}
+    # Writes are refused twice over: by the dashboard, and by the read grant itself.
+    status, answer = api(base, cookie, "Set", {"namespace": "ns", "key": "k", "value": 2})
+    assert status == 403, answer
+    daemon.call("RevokeToken", {"token_id": daemon.call("ListTokens")["tokens"][0]["token_id"]})
+    status, answer = api(base, cookie, "Get", {"namespace": "ns", "key": "k"})
+    assert status == 401, "a revoked token's session ends at its next request"
+    assert daemon.call("Get", {"namespace": "ns", "key": "k"})["value"] == 1, "nothing was changed"
+
+
+def test_the_read_grant_cannot_write_on_the_socket() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with running_daemon(args=["--listen", f"tcp://127.0.0.1:{port}"]) as d:
+        token = d.call("CreateToken", {"name": "viewer", "scopes": ["read"]})["token"]
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            lines = s.makefile("rwb")
+
+            def call(method: str, params: dict[str, object]) -> dict[str, object]:
+                lines.write((json.dumps({"id": 1, "method": method, "params": params}) + "\n").encode())
+                lines.flush()
+                answer: dict[str, object] = json.loads(lines.readline())
+                return answer
+
+            assert "result" in call("Authenticate", {"token": token})
+            assert "result" in call("ListAgents", {})
+            assert "result" in call("ReadEvents", {})
+            refused = call("Set", {"namespace": "ns", "key": "k", "value": 1})
+            assert refused["error"]["code"] == 403, refused  # type: ignore[index]
+            refused = call("AcquireResourceLock", {"resource_key": "tool:x", "owner": "me"})
+            assert refused["error"]["code"] == 403, refused  # type: ignore[index]

@@ -113,6 +113,20 @@ pub enum Command {
     Agent(AgentCommand),
     /// Live agents: what each holds and how many unread messages it has
     Agents,
+    /// The live dashboard: creates a short-lived read-only token and prints (on a desktop,
+    /// also opens) the URL that logs in with it
+    Dashboard {
+        /// How long the token lasts, in seconds
+        #[arg(long, value_name = "SECS", default_value_t = 3600)]
+        ttl: u64,
+        /// The dashboard's address, e.g. https://baton.example:7421 [default: the one
+        /// batond reports]
+        #[arg(long, value_name = "URL")]
+        http: Option<String>,
+        /// Print the URL without opening a browser
+        #[arg(long)]
+        no_open: bool,
+    },
     /// Send a message from your session to agent names, or * for everyone; prints its seq
     Send {
         /// Recipients (names), or * for every agent that ever registered
@@ -321,7 +335,7 @@ pub enum TokenCommand {
         /// Who or what it is for (an agent, a host)
         name: String,
         /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
-        /// tasks:write, tasks:work, events:read, events:publish, agents, admin (PATTERN: exact,
+        /// tasks:write, tasks:work, events:read, events:publish, agents, read, admin (PATTERN: exact,
         /// or a prefix ending in *); give the narrowest that does the job
         #[arg(long = "scope", value_name = "GRANT", required = true)]
         scope: Vec<String>,

@@ -16,6 +16,7 @@ use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult,
 
 mod agent;
 mod cli;
+mod dashboard;
 mod events;
 mod failure;
 mod guard;
@@ -215,6 +216,9 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
         Command::Guard(_) => unreachable!("guards connect on their own"),
         Command::Agent(command) => agent::agent(command, out, conn).await,
         Command::Agents => agent::agents(out, conn).await,
+        Command::Dashboard { ttl, http, no_open } => {
+            dashboard::dashboard(ttl, http, no_open, conn).await
+        }
         Command::Send {
             to,
             body,
@@ -547,6 +551,7 @@ mod tests {
             uptime_secs: 9,
             backend: "postgres",
             instance_id: "i1".into(),
+            dashboard: None,
         };
         let r: Health = read("Health", &to_raw_value(&health).unwrap()).unwrap();
         assert_eq!(

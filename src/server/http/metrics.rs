@@ -1,28 +1,19 @@
-//! The HTTP listener (`BATON_HTTP_LISTEN`: HTTPS with the TLS settings, or plain HTTP on
-//! loopback): `/metrics` in the Prometheus text exposition format, the figures of Metrics
-//! as counters, gauges and a latency histogram per method. Every route needs a token with
-//! the `admin` grant, as the Metrics method does (`Authorization: Bearer <token>`).
+//! `/metrics`: the figures of Metrics in the Prometheus text exposition format, as
+//! counters, gauges and a latency histogram per method, for a token with the `admin` grant
+//! (as the Metrics method needs).
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::methods::auth::token_scopes;
 use crate::methods::scopes::Need;
 use crate::methods::system::{metrics_now, MetricsResult};
+
+use super::{authorized, refuse, Http};
 
 /// Latency bounds of the exported histograms, in seconds.
 const LE: [f64; 16] = [
@@ -30,144 +21,29 @@ const LE: [f64; 16] = [
     5.0, 10.0,
 ];
 
-/// How long a client may take over its TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Binds the listener now (so a port in use stops the start); serves until `shutdown`.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
-}
-
-/// Serves `/metrics` on `listener`, over TLS with `tls`, until `shutdown`.
-pub async fn serve(
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    app: Arc<App>,
-    shutdown: CancellationToken,
-) {
-    let router = Router::new()
-        .route("/metrics", get(metrics))
-        .with_state(app);
-    let stopped = shutdown.clone();
-    let stopped = async move { stopped.cancelled().await };
-    let served = match tls {
-        None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-        Some(acceptor) => {
-            let listener = TlsListener::start(listener, acceptor, shutdown);
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
+pub(super) async fn metrics(State(http): State<Arc<Http>>, headers: HeaderMap) -> Response {
+    let visitor = match authorized(
+        &http,
+        &headers,
+        "send Authorization: Bearer <token>, with a token that has the admin grant (baton token create prometheus --scope admin)",
+    ) {
+        Ok(visitor) => visitor,
+        Err(refused) => return refused.into_response(),
     };
-    if let Err(err) = served {
-        tracing::error!(%err, "the HTTP listener stopped");
-    }
-}
-
-/// Connections that finished their TLS handshake. Handshakes run in tasks of their own,
-/// so a slow or silent client holds up nobody else.
-struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    addr: SocketAddr,
-}
-
-impl TlsListener {
-    fn start(listener: TcpListener, acceptor: TlsAcceptor, shutdown: CancellationToken) -> Self {
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let (tx, ready) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let Ok((tcp, peer)) = accepted else {
-                    // Out of descriptors, mostly: give it a moment.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    if let Ok(Ok(tls)) =
-                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                    {
-                        let _ = tx.send((tls, peer)).await;
-                    }
-                });
-            }
-        });
-        TlsListener { ready, addr }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(ready) => ready,
-            // The accept task ended (shutdown): wait for the graceful shutdown to end us.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.addr)
-    }
-}
-
-fn refuse(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{message}\n"),
-    )
-        .into_response()
-}
-
-async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let Some(token) = token else {
+    if !visitor.scopes.allows(&Need::Admin) {
         return refuse(
-            StatusCode::UNAUTHORIZED,
-            "send Authorization: Bearer <token>, with a token that has the admin grant (baton token create prometheus --scope admin)",
+            StatusCode::FORBIDDEN,
+            "/metrics needs a token with the admin grant",
         );
-    };
-    let granted = tokio::task::block_in_place(|| token_scopes(&app, token));
-    match granted {
-        Ok(Some(scopes)) if scopes.allows(&Need::Admin) => {}
-        Ok(Some(_)) => {
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "/metrics needs a token with the admin grant",
-            );
-        }
-        Ok(None) => {
-            app.metrics.auth_failed();
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "the token is not valid (unknown, expired or revoked)",
-            );
-        }
-        Err(err) => return refuse(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
-    match tokio::task::block_in_place(|| metrics_now(&app)) {
+    let app = &http.app;
+    match tokio::task::block_in_place(|| metrics_now(app)) {
         Ok(figures) => (
             [(
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            exposition(&app, &figures),
+            exposition(app, &figures),
         )
             .into_response(),
         Err(err) => refuse(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),

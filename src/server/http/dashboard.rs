@@ -1,0 +1,453 @@
+//! The dashboard: pages for a person supervising agents (agents, locks, tasks, the journal,
+//! keys), from assets compiled into batond, so it works with no network.
+//!
+//! The page is a client of batond like any other: each `/api/call` runs one request on an
+//! in-process connection that authenticated with the visitor's token, so the token's
+//! scopes, expiry and revocation apply exactly as on a socket, and `/events` is a Subscribe
+//! on such a connection, relayed as server-sent events. Only read methods pass: the
+//! dashboard changes nothing.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+use tokio::io::{ReadHalf, WriteHalf};
+
+use super::super::connection::{self, Peer};
+use super::{authorized, presented, refuse, verify, Http, SESSION_COOKIE};
+
+const INDEX: &str = include_str!("assets/index.html");
+const LOGIN: &str = include_str!("assets/login.html");
+const LOGIN_CSS: &str = include_str!("assets/login.css");
+/// The page's code and style: name, content type, body.
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/app.js"),
+    ),
+    (
+        "htm-preact.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/vendor/htm-preact.js"),
+    ),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/style.css"),
+    ),
+];
+
+/// The methods the dashboard calls: reads only.
+pub const READ_METHODS: &[&str] = &[
+    "Health",
+    "ListAgents",
+    "ListResourceLocks",
+    "ResourceLockStatus",
+    "ListTasks",
+    "TaskStatus",
+    "ReadEvents",
+    "Get",
+    "List",
+    "History",
+];
+
+/// Events the journal tail starts with when a page opens.
+const MAX_TAIL: u64 = 1000;
+
+/// Nothing but this origin: no CDN, no inline script, no frame.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const HOW_TO_LOG_IN: &str = "log in with a token: open the URL that `baton dashboard` prints, or send Authorization: Bearer <token>";
+
+pub(super) fn routes() -> Router<Arc<Http>> {
+    Router::new()
+        .route("/", get(index))
+        .route("/login", get(login))
+        .route("/logout", get(logout))
+        .route("/assets/login.css", get(login_css))
+        .route("/assets/{name}", get(asset))
+        .route("/api/call", post(call))
+        .route("/events", get(events))
+}
+
+/// An HTML page, with headers that keep it to this origin and out of caches.
+fn page(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn login_page(status: StatusCode, message: &str) -> Response {
+    page(status, LOGIN.replace("{{message}}", &escape_html(message)))
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// One parameter of the query string, percent-decoded.
+fn query(uri: &Uri, name: &str) -> Option<String> {
+    uri.query()?
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| {
+            percent_encoding::percent_decode_str(&value.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+}
+
+async fn index(State(http): State<Arc<Http>>, headers: HeaderMap) -> Response {
+    if presented(&headers).is_none() {
+        return login_page(
+            StatusCode::UNAUTHORIZED,
+            "Log in with a token to see what your agents are doing.",
+        );
+    }
+    match authorized(&http, &headers, HOW_TO_LOG_IN) {
+        Ok(_) => page(StatusCode::OK, INDEX.to_string()),
+        Err(refused) if refused.status == StatusCode::UNAUTHORIZED => login_page(
+            StatusCode::UNAUTHORIZED,
+            "That token is not valid (unknown, expired or revoked). Get a new one with `baton dashboard`.",
+        ),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// `/login?token=...` (the URL `baton dashboard` prints, or the login form): sets the
+/// session cookie and goes to the dashboard, leaving the token out of the address bar.
+async fn login(State(http): State<Arc<Http>>, uri: Uri) -> Response {
+    let Some(token) = query(&uri, "token").filter(|t| !t.trim().is_empty()) else {
+        return login_page(StatusCode::UNAUTHORIZED, "Paste a token to log in.");
+    };
+    let visitor = match verify(&http, token.trim().to_string()) {
+        Ok(visitor) => visitor,
+        Err(refused) if refused.status == StatusCode::UNAUTHORIZED => {
+            return login_page(
+                StatusCode::UNAUTHORIZED,
+                "That token is not valid (unknown, expired or revoked). Get a new one with `baton dashboard`.",
+            )
+        }
+        Err(refused) => return refused.into_response(),
+    };
+    // A valid token is `baton_` and hex: nothing in it can break out of the cookie.
+    let cookie = format!(
+        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
+        visitor.token,
+        if http.tls { "; Secure" } else { "" }
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/".to_string()),
+            (header::SET_COOKIE, cookie),
+            (header::CACHE_CONTROL, "no-store".to_string()),
+            (header::REFERRER_POLICY, "no-referrer".to_string()),
+        ],
+    )
+        .into_response()
+}
+
+async fn logout() -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, "/".to_string()),
+            (
+                header::SET_COOKIE,
+                format!("{SESSION_COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"),
+            ),
+        ],
+    )
+        .into_response()
+}
+
+async fn login_css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        LOGIN_CSS,
+    )
+        .into_response()
+}
+
+async fn asset(
+    State(http): State<Arc<Http>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    if let Err(refused) = authorized(&http, &headers, HOW_TO_LOG_IN) {
+        return refused.into_response();
+    }
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, content_type, body)) => (
+            [
+                (header::CONTENT_TYPE, *content_type),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => refuse(StatusCode::NOT_FOUND, "no such asset"),
+    }
+}
+
+fn json_answer(status: StatusCode, answer: &Value) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        answer.to_string(),
+    )
+        .into_response()
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    json_answer(
+        status,
+        &json!({"error": {"code": status.as_u16(), "message": message}}),
+    )
+}
+
+/// `POST /api/call {method, params}`: one read method, answered as batond answers it
+/// (`{result}` or `{error}`).
+async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> Response {
+    let visitor = match authorized(&http, &headers, HOW_TO_LOG_IN) {
+        Ok(visitor) => visitor,
+        Err(refused) => return refused.into_response(),
+    };
+    // A cross-site form cannot send this content type without the browser asking first.
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !is_json {
+        return json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the call as Content-Type: application/json",
+        );
+    }
+    #[derive(Deserialize)]
+    struct Call {
+        method: String,
+        #[serde(default)]
+        params: Option<Value>,
+    }
+    let request: Call = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(err) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                &format!("send {{\"method\": NAME, \"params\": {{...}}}} ({err})"),
+            )
+        }
+    };
+    if !READ_METHODS.contains(&request.method.as_str()) {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "the dashboard only reads; {} is not one of its methods ({})",
+                request.method,
+                READ_METHODS.join(", ")
+            ),
+        );
+    }
+    let params = request.params.unwrap_or_else(|| json!({}));
+    let answer = match Inproc::open(&http, &visitor.token).await {
+        Ok(mut conn) => conn.call(&request.method, params).await,
+        Err(refused) => return refused.into_response(),
+    };
+    match answer {
+        Ok(answer) => json_answer(StatusCode::OK, &answer),
+        Err(err) => json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
+    }
+}
+
+/// `GET /events`: the journal as server-sent events, one per event (`id` is its seq),
+/// from after `Last-Event-ID` when the browser reconnects, else from `since_seq`, else
+/// the last `tail` events (at most 1,000), then live; and a `waiting` event whenever
+/// requests start or stop waiting for locks, which the journal does not record.
+async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> Response {
+    let visitor = match authorized(&http, &headers, HOW_TO_LOG_IN) {
+        Ok(visitor) => visitor,
+        Err(refused) => return refused.into_response(),
+    };
+    let resumed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let since = resumed
+        .or_else(|| query(&uri, "since_seq").and_then(|v| v.parse().ok()))
+        .unwrap_or_else(|| {
+            let tail = query(&uri, "tail")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                .min(MAX_TAIL);
+            let head = *http.app.writer.head().borrow();
+            head.saturating_sub(tail)
+        });
+    let mut conn = match Inproc::open(&http, &visitor.token).await {
+        Ok(conn) => conn,
+        Err(refused) => return refused.into_response(),
+    };
+    let mut answer = conn.call("Subscribe", json!({ "since_seq": since })).await;
+    if matches!(&answer, Ok(a) if a["error"]["code"] == 416) {
+        // Compacted past where the page was: go on from now.
+        answer = conn.call("Subscribe", json!({})).await;
+    }
+    match answer {
+        Ok(answer) if answer.get("result").is_some() => {}
+        Ok(answer) => {
+            let code = answer["error"]["code"].as_u64().unwrap_or(503) as u16;
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            return json_answer(status, &answer);
+        }
+        Err(err) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
+    }
+    let shutdown = http.shutdown.clone();
+    let mut waiters = http.app.writer.lock_waiters_changed();
+    waiters.borrow_and_update();
+    let state = (conn, shutdown, waiters);
+    let stream = futures::stream::unfold(state, |(mut conn, shutdown, mut waiters)| async move {
+        loop {
+            let line = tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                changed = waiters.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    // Not a journal event: a request began or stopped waiting for a lock.
+                    let sse = Event::default().event("waiting").data("{}");
+                    return Some((Ok::<_, Infallible>(sse), (conn, shutdown, waiters)));
+                }
+                line = conn.next() => line,
+            };
+            // The connection ended or the subscription did (it fell behind): the browser
+            // reconnects from the last id it saw.
+            let Ok(Some(line)) = line else { return None };
+            match line["method"].as_str() {
+                Some("Event") => {
+                    let event = &line["params"]["event"];
+                    let sse = Event::default()
+                        .id(event["seq"].to_string())
+                        .data(event.to_string());
+                    return Some((Ok(sse), (conn, shutdown, waiters)));
+                }
+                Some("SubscriptionEnded") => return None,
+                _ => continue,
+            }
+        }
+    });
+    let mut response = Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, "no-store".parse().expect("a header"));
+    response
+}
+
+/// A connection to this daemon inside the process, served by `connection::serve` like a
+/// network one, so it must authenticate and its token's grants apply.
+struct Inproc {
+    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
+    writer: WriteHalf<DuplexStream>,
+    next_id: u64,
+}
+
+impl Inproc {
+    /// Opens one and authenticates it with `token`; a refused token is 401.
+    async fn open(http: &Http, token: &str) -> Result<Inproc, Response> {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (reader, writer) = tokio::io::split(theirs);
+        // No descriptor: poll(2) ignores a negative one, so only EOF ends it.
+        let peer = Peer {
+            fd: -1,
+            name: "dashboard".into(),
+            admin: false,
+        };
+        tokio::spawn(connection::serve(
+            reader,
+            writer,
+            peer,
+            http.app.clone(),
+            http.shutdown.clone(),
+            http.shutdown.clone(),
+        ));
+        let (reader, writer) = tokio::io::split(ours);
+        let mut conn = Inproc {
+            lines: BufReader::new(reader).lines(),
+            writer,
+            next_id: 1,
+        };
+        match conn.call("Authenticate", json!({ "token": token })).await {
+            Ok(answer) if answer.get("result").is_some() => Ok(conn),
+            Ok(answer) => Err(refuse(
+                StatusCode::UNAUTHORIZED,
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the token was refused"),
+            )),
+            Err(err) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, &err.to_string())),
+        }
+    }
+
+    /// Sends one request; its answer (notifications in between are dropped).
+    async fn call(&mut self, method: &str, params: Value) -> std::io::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "params": params}))?;
+        line.push(b'\n');
+        self.writer.write_all(&line).await?;
+        self.writer.flush().await?;
+        loop {
+            match self.next().await? {
+                Some(answer) if answer["id"] == json!(id) => return Ok(answer),
+                Some(_) => continue,
+                None => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "batond is shutting down; retry in a moment",
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The next line from batond, or None once it closed the connection.
+    async fn next(&mut self) -> std::io::Result<Option<Value>> {
+        match self.lines.next_line().await? {
+            Some(line) => Ok(Some(serde_json::from_str(&line)?)),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,198 @@
+// The dashboard in a real headless Chromium (Debian's, driven by playwright-core): log in
+// through the URL `baton dashboard` prints, then watch an agent appear, a lock taken,
+// waited for and released, a DAG node change state, journal lines arrive (and wait while
+// paused) and a key's history, all without a reload and without a request leaving
+// batond's own origin. A screenshot of each page goes to target/artifacts/dashboard/.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+import { BIN_DIR, Daemon } from './harness.mjs';
+
+const ROOT = resolve(fileURLToPath(import.meta.url), '..', '..', '..');
+const ARTIFACTS = join(process.env.CARGO_TARGET_DIR ?? join(ROOT, 'target'), 'artifacts', 'dashboard');
+const CHROMIUM = process.env.BATON_CHROMIUM ?? '/usr/bin/chromium';
+
+/** A connection that stays open (a waiter, a worker), one answer per request. */
+class Line {
+  constructor(socket) {
+    this.conn = createConnection(socket);
+    this.conn.setEncoding('utf8');
+    this.buffer = '';
+    this.waiting = new Map();
+    this.nextId = 1;
+    this.conn.on('data', (chunk) => {
+      this.buffer += chunk;
+      let end;
+      while ((end = this.buffer.indexOf('\n')) >= 0) {
+        const answer = JSON.parse(this.buffer.slice(0, end));
+        this.buffer = this.buffer.slice(end + 1);
+        this.waiting.get(answer.id)?.(answer);
+        this.waiting.delete(answer.id);
+      }
+    });
+  }
+
+  call(method, params = {}) {
+    const id = this.nextId++;
+    const answer = new Promise((resolveAnswer) => this.waiting.set(id, resolveAnswer));
+    this.conn.write(JSON.stringify({ id, method, params }) + '\n');
+    return answer.then((a) => {
+      if (a.error) throw new Error(`${method} failed: ${JSON.stringify(a.error)}`);
+      return a.result;
+    });
+  }
+
+  close() {
+    this.conn.end();
+  }
+}
+
+async function dashboardUrl(daemon) {
+  const { stdout } = await promisify(execFile)(join(BIN_DIR, 'baton'), ['dashboard', '--no-open'], {
+    env: { ...process.env, BATON_SOCKET_PATH: daemon.socket, BATON_ENV_FILE: join(daemon.home, 'absent.env') },
+  });
+  return stdout.trim();
+}
+
+test('the dashboard shows agents, locks, tasks, the journal and keys live', { timeout: 180_000 }, async (t) => {
+  if (!existsSync(CHROMIUM)) {
+    assert.ok(process.env.CI !== 'true', `no Chromium at ${CHROMIUM}: scripts/browser-env installs it`);
+    t.skip(`SKIPPED LOUDLY: no Chromium at ${CHROMIUM} (scripts/browser-env installs it)`);
+    return;
+  }
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const daemon = await Daemon.start({ BATON_HTTP_LISTEN: '127.0.0.1:0' });
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
+  const lines = [];
+  let page;
+  try {
+    const login = await dashboardUrl(daemon);
+    assert.match(login, /^http:\/\/127\.0\.0\.1:\d+\/login\?token=baton_[0-9a-f]+$/);
+    const origin = new URL(login).origin;
+
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const requests = [];
+    page.on('request', (r) => requests.push(r.url()));
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(login);
+    assert.equal(page.url(), `${origin}/`, 'the login leaves the token out of the address bar');
+    await page.getByRole('status').getByText('live').waitFor();
+    await page.evaluate(() => { window.batonNoReload = true; });
+    const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
+
+    // Agents: one joins.
+    await page.getByText('No agent has joined').waitFor();
+    await daemon.call('RegisterAgent', { name: 'alice', role: 'builder', ttl_secs: 600 });
+    await page.locator('[data-agent="alice"]').waitFor();
+    await page.locator('[data-agent="alice"]').getByText('builder').waitFor();
+    await shot('agents');
+
+    // Locks: alice holds a file, bob queues for it, alice releases, bob has it.
+    await page.getByRole('link', { name: 'Locks' }).click();
+    await page.getByText('No lock is held.').waitFor();
+    const alice = new Line(daemon.socket);
+    const bob = new Line(daemon.socket);
+    lines.push(alice, bob);
+    const held = await alice.call('AcquireResourceLock', { resource_key: 'file:src/main.rs', owner: 'alice' });
+    await page.locator('[data-holder="alice"]').waitFor();
+    const bobGets = bob.call('AcquireResourceLock', { resource_key: 'file:src/main.rs', owner: 'bob', wait_ms: 60_000 });
+    bobGets.catch(() => {}); // awaited below; a failure before then is the test's, not this one's
+    await page.locator('[data-waiter="bob"]').waitFor();
+    await page.getByText('main.rs').waitFor();
+    await shot('locks');
+    await alice.call('ReleaseResourceLock', { resource_key: 'file:src/main.rs', lease_id: held.lease_id });
+    const granted = await bobGets;
+    assert.equal(granted.status, 'acquired');
+    await page.locator('[data-holder="bob"]').waitFor();
+    assert.equal(await page.locator('[data-waiter]').count(), 0);
+    await bob.call('ReleaseResourceLock', { resource_key: 'file:src/main.rs', lease_id: granted.lease_id });
+    await page.getByText('No lock is held.').waitFor();
+
+    // Tasks: a two-node DAG; its first node runs, then completes.
+    const { task_id } = await daemon.call('RegisterTask', {
+      goal: 'ship the release',
+      nodes: [{ id: 'build', dependencies: [] }, { id: 'test', dependencies: ['build'] }],
+    });
+    await page.getByRole('link', { name: 'Tasks' }).click();
+    await page.getByRole('button', { name: /ship the release/ }).click();
+    await page.locator('[data-node="build"][data-state="PENDING"]').waitFor();
+    const worker = new Line(daemon.socket);
+    lines.push(worker);
+    const node = await worker.call('AcquireNextNode', { task_id, lease_owner: 'worker-1' });
+    assert.equal(node.node_id, 'build');
+    await page.locator('[data-node="build"][data-state="RUNNING"]').waitFor();
+    await page.locator('[data-node-row="build"]').getByText('worker-1').waitFor();
+    await worker.call('CompleteNode', { task_id, node_id: 'build', lease_id: node.lease_id, result: { artifact: 'v1.2.3' } });
+    await page.locator('[data-node="build"][data-state="COMPLETED"]').waitFor();
+    await page.locator('[data-node-row="build"]').getByText('v1.2.3').waitFor();
+    await shot('tasks');
+
+    // Journal: a published event arrives; while paused, the next one waits.
+    await page.getByRole('link', { name: 'Journal' }).click();
+    await daemon.call('Publish', { topic: 'deploy', payload: { env: 'staging' } });
+    await page.locator('li', { hasText: 'custom.deploy' }).waitFor();
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await daemon.call('Publish', { topic: 'rollback', payload: {} });
+    await page.getByRole('button', { name: 'Resume (1 new)' }).waitFor();
+    assert.equal(await page.locator('li', { hasText: 'custom.rollback' }).count(), 0);
+    await page.getByRole('button', { name: /Resume/ }).click();
+    await page.locator('li', { hasText: 'custom.rollback' }).waitFor();
+    await page.getByLabel('Type starts with').fill('lock.');
+    await page.locator('li', { hasText: 'lock.released' }).first().waitFor();
+    assert.equal(await page.locator('li', { hasText: 'custom.deploy' }).count(), 0);
+    await shot('journal');
+
+    // Keys: a namespace's keys and one key's history.
+    await daemon.call('Set', { namespace: 'config', key: 'model', value: 'small', updated_by: 'alice' });
+    await daemon.call('Set', { namespace: 'config', key: 'model', value: 'large', updated_by: 'bob' });
+    await page.getByRole('link', { name: 'Keys' }).click();
+    await page.getByLabel('Namespace').fill('config');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.locator('[data-key="model"]').waitFor();
+    await page.getByRole('link', { name: 'model' }).click();
+    await page.locator('[data-version="2"]').getByText('bob').waitFor();
+    await page.locator('[data-version="1"]').getByText('alice').waitFor();
+    await daemon.call('Set', { namespace: 'config', key: 'model', value: 'huge' });
+    await page.locator('[data-version="3"]').waitFor();
+    await shot('keys');
+
+    // At phone width the pages still fit.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole('link', { name: 'Agents' }).click();
+    await page.locator('[data-agent="alice"]').waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone`);
+    await shot('agents-phone');
+
+    assert.equal(await page.evaluate(() => window.batonNoReload), true, 'the page never reloaded');
+    const elsewhere = requests.filter((url) => new URL(url).origin !== origin);
+    assert.deepEqual(elsewhere, [], 'no request leaves batond');
+    assert.deepEqual(errors, [], 'no script error');
+
+    // Without the session, the pages are a login form, and a wrong token is refused.
+    const stranger = await browser.newPage();
+    const response = await stranger.goto(`${origin}/`);
+    assert.equal(response.status(), 401);
+    await stranger.getByLabel('Token').fill('baton_0000');
+    await stranger.getByRole('button', { name: 'Log in' }).click();
+    await stranger.getByText('That token is not valid').waitFor();
+  } catch (err) {
+    // What the page showed when it went wrong, beside the others.
+    await page?.screenshot({ path: join(ARTIFACTS, 'failure.png'), fullPage: true }).catch(() => {});
+    throw err;
+  } finally {
+    for (const line of lines) line.close();
+    await browser.close();
+    await daemon.remove();
+  }
+});
