@@ -1,0 +1,381 @@
+//! The writer thread's loop: takes everything queued, applies it in one transaction
+//! (catching up with other daemons first on shared storage, ending what came due), commits
+//! once, then answers; recovery at start and the clean finish at shutdown.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::store::boundary::WriteStorage;
+use crate::store::StorageHealth;
+
+use super::super::agents;
+use super::super::idempotency;
+use super::super::locks;
+use super::super::tasks;
+use super::*;
+
+pub(super) struct WriterLoop {
+    pub(super) writes: Box<dyn WriteStorage>,
+    /// Set while a catch-up batch is queued; cleared as a batch reads the head revision.
+    pub(super) catching_up: Arc<AtomicBool>,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) stats: Arc<WriterStats>,
+    pub(super) health: Arc<StorageHealth>,
+    pub(super) memory: Memory,
+    pub(super) last_purge_ms: i64,
+    pub(super) deadline_tx: watch::Sender<Option<Duration>>,
+    pub(super) head_tx: watch::Sender<u64>,
+}
+
+/// A request's answer, ready to send once the batch commits.
+type PendingReply = (Option<ReplyTx>, Result<Reply>);
+
+impl WriterLoop {
+    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Message>) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut shutdown = None;
+        while let Some(first) = rx.blocking_recv() {
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Job(job) => batch.push(job),
+                    Message::Shutdown(done) => {
+                        shutdown = Some(done);
+                        break;
+                    }
+                }
+                if batch.len() < MAX_BATCH {
+                    next = rx.try_recv().ok();
+                }
+            }
+            if !batch.is_empty() {
+                self.run_batch(&mut batch);
+            }
+            if let Some(done) = shutdown.take() {
+                self.finish(&mut rx);
+                let _ = done.send(());
+                return;
+            }
+        }
+    }
+
+    fn next_deadline(&mut self) -> Option<Duration> {
+        self.memory.next_deadline()
+    }
+
+    /// The wall time of the batch just begun: a shared database's clock, which judges
+    /// expiry for every daemon alike, else this daemon's (`local_ms`). A test's manual
+    /// clock still rules its daemon.
+    fn batch_time(&self, local_ms: i64) -> i64 {
+        match self.writes.server_clock_ms() {
+            Some(server_ms) if self.clock.as_manual().is_none() => server_ms,
+            _ => local_ms,
+        }
+    }
+
+    /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
+    pub(super) fn recover_leases(&mut self) -> Result<()> {
+        let mono_now = self.clock.monotonic();
+        self.writes.begin()?;
+        let now_ms = self.batch_time(self.clock.wall_ms());
+        let recovered = (|| {
+            let mut deferred = Vec::new();
+            let mut no_reply = None;
+            let mut ctx = WriteCtx::new(
+                self.writes.storage(),
+                &mut self.memory,
+                now_ms,
+                mono_now,
+                &mut no_reply,
+                &mut deferred,
+            );
+            locks::recover(&mut ctx)?;
+            tasks::recover(&mut ctx)?;
+            agents::recover(&mut ctx)?;
+            self.writes
+                .storage()
+                .set_head_revision(self.memory.revision)?;
+            self.writes.commit()
+        })();
+        if recovered.is_err() {
+            self.writes.rollback();
+        }
+        recovered?;
+        let next = self.next_deadline();
+        self.deadline_tx.send_replace(next);
+        self.head_tx.send_replace(self.memory.revision as u64);
+        self.stats.record(&self.memory);
+        Ok(())
+    }
+
+    /// Refuses whatever slipped in after the shutdown request, answers pending waits and
+    /// checkpoints the WAL.
+    fn finish(&mut self, rx: &mut mpsc::Receiver<Message>) {
+        rx.close();
+        while let Ok(message) = rx.try_recv() {
+            match message {
+                Message::Job(job) => {
+                    if let Some(reply) = job.reply {
+                        let _ = reply.send(Err(shutting_down()));
+                    }
+                }
+                Message::Shutdown(done) => {
+                    let _ = done.send(());
+                }
+            }
+        }
+        let mut waits = self.memory.locks.cancel_waits();
+        waits.extend(self.memory.tasks.cancel_waits());
+        waits.extend(self.memory.agents.cancel_waits());
+        for (reply, answer) in waits {
+            let _ = reply.send(answer);
+        }
+        self.writes.close();
+    }
+
+    fn run_batch(&mut self, batch: &mut Vec<Job>) {
+        let start_revision = self.memory.revision;
+        let now_ms = self.clock.wall_ms();
+        let mono_now = self.clock.monotonic();
+        let n_jobs = batch.len();
+        let n_writes = batch
+            .iter()
+            .filter(|j| matches!(j.work, Work::Write { .. }))
+            .count() as u64;
+        let mut answers: Vec<PendingReply> = Vec::with_capacity(n_jobs);
+        let mut deferred = Vec::new();
+        let mut lock_state_suspect = false;
+        let committed = self.apply_all(
+            batch,
+            now_ms,
+            mono_now,
+            &mut answers,
+            &mut deferred,
+            &mut lock_state_suspect,
+        );
+        match committed {
+            Ok(()) => {
+                self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                if self.health.commit_succeeded() {
+                    tracing::info!("a commit succeeded again; storage recovered");
+                }
+                self.stats.writes.fetch_add(n_writes, Ordering::Relaxed);
+                self.stats
+                    .max_batch
+                    .fetch_max(n_jobs as u64, Ordering::Relaxed);
+            }
+            Err(err) => {
+                tracing::error!(%err, "commit failed; every request in the batch is answered 503");
+                self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
+                self.memory.revision = start_revision;
+                lock_state_suspect = true;
+                let failure = match err {
+                    Error::Internal(msg) => Error::Unavailable(format!(
+                        "storage failed to commit ({msg}), nothing was written; retry"
+                    )),
+                    other => other,
+                };
+                self.health.commit_failed(&failure);
+                // A refusal (conflict, ...) stays true; anything that was to be written was not.
+                let results = answers.iter_mut().map(|(_, r)| r);
+                for result in results.chain(deferred.iter_mut().map(|(_, r)| r)) {
+                    if !matches!(result, Err(e) if !e.is_server_fault()) {
+                        *result = Err(failure.clone());
+                    }
+                }
+                // Jobs the failed transaction never reached.
+                answers.extend(
+                    batch
+                        .drain(..)
+                        .rev()
+                        .map(|job| (job.reply, Err(failure.clone()))),
+                );
+            }
+        }
+        batch.clear();
+        let head = self.memory.revision as u64;
+        self.head_tx.send_if_modified(|current| {
+            let changed = *current != head;
+            *current = head;
+            changed
+        });
+        if lock_state_suspect {
+            // Memory may have run ahead of what was rolled back: rebuild it from storage.
+            self.memory.reload(self.writes.storage(), now_ms, mono_now);
+        }
+        // Figures first: a client that reads Metrics after its answer sees this batch.
+        self.stats.record(&self.memory);
+        for (reply, result) in answers {
+            if let Some(reply) = reply {
+                let _ = reply.send(result);
+            }
+        }
+        for (reply, result) in deferred {
+            let _ = reply.send(result);
+        }
+        let next = self.next_deadline();
+        self.deadline_tx.send_if_modified(|current| {
+            let changed = *current != next;
+            *current = next;
+            changed
+        });
+    }
+
+    /// Runs every job in one transaction, pushing one answer per job, then commits; rolls
+    /// the whole batch back if that fails. Jobs not reached when a statement fails stay in
+    /// `jobs`.
+    fn apply_all(
+        &mut self,
+        jobs: &mut Vec<Job>,
+        now_ms: i64,
+        mono_now: Duration,
+        answers: &mut Vec<PendingReply>,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+        lock_state_suspect: &mut bool,
+    ) -> Result<()> {
+        self.writes.begin()?;
+        let now_ms = self.batch_time(now_ms);
+        let applied = self.apply_in_transaction(
+            jobs,
+            now_ms,
+            mono_now,
+            answers,
+            deferred,
+            lock_state_suspect,
+        );
+        if applied.is_err() {
+            self.writes.rollback();
+        }
+        applied
+    }
+
+    fn apply_in_transaction(
+        &mut self,
+        jobs: &mut Vec<Job>,
+        now_ms: i64,
+        mono_now: Duration,
+        answers: &mut Vec<PendingReply>,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+        lock_state_suspect: &mut bool,
+    ) -> Result<()> {
+        let storage = self.writes.storage();
+        // The revision this batch starts from: what it writes beyond it is recorded as the
+        // new head before the commit (including what catching up below grants).
+        let mut start_revision = self.memory.revision;
+        if self.writes.shared() {
+            // Another daemon may have written since this one's last batch: continue its
+            // revisions, rebuild what memory holds of leases and sessions, and serve the
+            // waiters what it freed. A commit announced from now on queues another batch.
+            self.catching_up.store(false, Ordering::Release);
+            let head = storage.head_revision()?;
+            start_revision = head;
+            if head != self.memory.revision {
+                self.memory.revision = head;
+                self.memory.reload(storage, now_ms, mono_now);
+                let mut no_reply = None;
+                let mut ctx = WriteCtx::new(
+                    storage,
+                    &mut self.memory,
+                    now_ms,
+                    mono_now,
+                    &mut no_reply,
+                    deferred,
+                );
+                let served = locks::serve_waiters(&mut ctx)
+                    .and_then(|()| tasks::serve_waiters(&mut ctx))
+                    .and_then(|()| agents::serve_waiters(&mut ctx));
+                if let Err(err) = served {
+                    *lock_state_suspect = true;
+                    return Err(err);
+                }
+            }
+        }
+        // Leases and waits that are due end first, so no request sees a dead holder.
+        if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
+            let mut no_reply = None;
+            let mut ctx = WriteCtx::new(
+                storage,
+                &mut self.memory,
+                now_ms,
+                mono_now,
+                &mut no_reply,
+                deferred,
+            );
+            let expired = locks::expire_due(&mut ctx)
+                .and_then(|()| tasks::expire_due(&mut ctx))
+                .and_then(|()| agents::expire_due(&mut ctx));
+            if let Err(err) = expired {
+                *lock_state_suspect = true;
+                return Err(err);
+            }
+        }
+        jobs.reverse();
+        while let Some(job) = jobs.pop() {
+            let mut reply = job.reply;
+            let result = match job.work {
+                Work::Write { idempotency, apply } => {
+                    self.writes.savepoint()?;
+                    let before = self.memory.revision;
+                    let deferred_before = deferred.len();
+                    self.memory.tasks.begin_request();
+                    let mut ctx = WriteCtx::new(
+                        storage,
+                        &mut self.memory,
+                        now_ms,
+                        mono_now,
+                        &mut reply,
+                        deferred,
+                    );
+                    let result = idempotency::apply(&mut ctx, idempotency.as_ref(), apply);
+                    if let Err(err) = &result {
+                        // Undo whatever the refused request wrote.
+                        self.memory.revision = before;
+                        self.memory.tasks.request_rolled_back();
+                        *lock_state_suspect |= err.is_server_fault();
+                        if let Err(undo) = self.writes.undo_request() {
+                            // It cannot be undone alone: the whole batch goes.
+                            tracing::error!(%err, "a request failed after writing; its batch is rolled back");
+                            *lock_state_suspect = true;
+                            answers.push((reply, Err(undo.clone())));
+                            return Err(undo);
+                        }
+                        // What it granted others (a waiter handed the lock it freed) was
+                        // rolled back with it: those answers must not escape. The waiters
+                        // were taken off their queues, so they are told to retry, and the
+                        // memory that handed them out is rebuilt from storage.
+                        if deferred.len() > deferred_before {
+                            *lock_state_suspect = true;
+                            for (_, answer) in &mut deferred[deferred_before..] {
+                                *answer = Err(Error::Unavailable(
+                                    "the request that freed what you waited for failed and was rolled back, so nothing was granted; retry".into(),
+                                ));
+                            }
+                        }
+                    }
+                    self.writes.release_request()?;
+                    match result {
+                        // The request took its reply channel and answers later.
+                        Ok(None) => continue,
+                        Ok(Some(reply)) => Ok(reply),
+                        Err(err) => Err(err),
+                    }
+                }
+                Work::Read(apply) => apply(storage),
+            };
+            answers.push((reply, result));
+        }
+        if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
+            storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
+            self.last_purge_ms = now_ms;
+        }
+        if self.memory.revision != start_revision {
+            storage.set_head_revision(self.memory.revision)?;
+        }
+        self.writes.commit()
+    }
+}
