@@ -176,6 +176,22 @@ pub struct LeaseEnd<'a> {
     pub note: Option<&'a str>,
 }
 
+/// Which parts of what the writer keeps in memory another daemon changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForeignChanges {
+    pub locks: bool,
+    pub tasks: bool,
+    pub agents: bool,
+}
+
+impl ForeignChanges {
+    pub const ALL: ForeignChanges = ForeignChanges {
+        locks: true,
+        tasks: true,
+        agents: true,
+    };
+}
+
 /// Resource-lock leases and the last outcome of each key. Lookups by lease, by key and by
 /// path (`exclusive_only`: only exclusive leases count); the conflict rule (which leases
 /// exclude which) is `methods::locks`'s.
@@ -480,6 +496,11 @@ pub trait WriteStorage: Send {
     /// shared: every daemon then judges expiry by the same clock, whatever its own says.
     fn server_clock_ms(&self) -> Option<i64> {
         None
+    }
+    /// What other daemons sharing the database changed since this one's last batch, as
+    /// seen when the batch began (all of it, when unknown).
+    fn foreign_changes(&self) -> ForeignChanges {
+        ForeignChanges::ALL
     }
     /// Makes the batch durable.
     fn commit(&mut self) -> Result<()>;

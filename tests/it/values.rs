@@ -253,7 +253,7 @@ fn the_limits_themselves_are_accepted() {
 
 /// Floats that a parse through f64 would change or reorder, integers beyond 2^53, and
 /// keys out of order.
-const EXACT: &str = r#"{"b":0.30000000000000004,"a":[1.7976931348623157e308,5e-324,12345678901234567.0,-0.0,1E+2,1.0,9223372036854775807,-9223372036854775807,0.1],"s":"\ud83d\ude00 \u00e9"}"#;
+const EXACT: &str = r#"{"b":0.30000000000000004,"a":[1.7976931348623157e308,5e-324,12345678901234567.0,-0.0,1E+2,1.0,9223372036854775807,-9223372036854775807,0.1],"s":"\ud83d\ude00 \u00e9","q":"it's \\ \"q\" '' \\'"}"#;
 
 #[track_caller]
 fn assert_has(answer: &str, member: &str, value: &str) {

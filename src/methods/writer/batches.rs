@@ -276,7 +276,8 @@ impl WriterLoop {
             start_revision = head;
             if head != self.memory.revision {
                 self.memory.revision = head;
-                self.memory.reload(storage, now_ms, mono_now);
+                let changed = self.writes.foreign_changes();
+                self.memory.reload_some(storage, now_ms, mono_now, changed);
                 let mut no_reply = None;
                 let mut ctx = WriteCtx::new(
                     storage,

@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Agents, Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens, WriteStorage,
+    Agents, ForeignChanges, Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens,
+    WriteStorage,
 };
 use crate::store::StorageHealth;
 
@@ -103,14 +104,30 @@ struct Memory {
 impl Memory {
     /// Rebuilds the leases and sessions from storage, after a write was rolled back.
     fn reload(&mut self, storage: &dyn Storage, now_ms: i64, mono_now: Duration) {
-        let reloaded = [
-            ("lock leases", self.locks.reload(storage, now_ms, mono_now)),
-            ("node leases", self.tasks.reload(storage, now_ms, mono_now)),
-            ("sessions", self.agents.reload(storage, now_ms, mono_now)),
-        ];
+        self.reload_some(storage, now_ms, mono_now, ForeignChanges::ALL);
+    }
+
+    /// Rebuilds the parts `which` names from storage.
+    fn reload_some(
+        &mut self,
+        storage: &dyn Storage,
+        now_ms: i64,
+        mono_now: Duration,
+        which: ForeignChanges,
+    ) {
+        let mut reloaded = Vec::with_capacity(3);
+        if which.locks {
+            reloaded.push(("lock leases", self.locks.reload(storage, now_ms, mono_now)));
+        }
+        if which.tasks {
+            reloaded.push(("node leases", self.tasks.reload(storage, now_ms, mono_now)));
+        }
+        if which.agents {
+            reloaded.push(("sessions", self.agents.reload(storage, now_ms, mono_now)));
+        }
         for (what, result) in reloaded {
             if let Err(err) = result {
-                tracing::error!(%err, "cannot reload {what} after a failed write");
+                tracing::error!(%err, "cannot reload {what} from storage");
             }
         }
     }

@@ -64,7 +64,7 @@ impl Agents for PgConn {
     }
 
     fn insert_session(&self, s: &SessionRow) -> Result<()> {
-        self.execute(
+        self.touch(super::AGENTS).execute(
             &format!(
                 "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
@@ -84,7 +84,7 @@ impl Agents for PgConn {
     }
 
     fn touch_session(&self, name: &str, last_seen: i64, expires_at: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::AGENTS).execute(
             "UPDATE sessions SET last_seen = $2, expires_at = $3 WHERE name = $1",
             &[&name, &last_seen, &expires_at],
         )?;
@@ -92,12 +92,13 @@ impl Agents for PgConn {
     }
 
     fn delete_session(&self, name: &str) -> Result<()> {
-        self.execute("DELETE FROM sessions WHERE name = $1", &[&name])?;
+        self.touch(super::AGENTS)
+            .execute("DELETE FROM sessions WHERE name = $1", &[&name])?;
         Ok(())
     }
 
     fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::AGENTS).execute(
             "INSERT INTO agents (name, first_seen) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
             &[&name, &at_ms],
         )?;
@@ -110,7 +111,7 @@ impl Agents for PgConn {
     }
 
     fn insert_message(&self, m: &MessageRow, to: &[String]) -> Result<()> {
-        self.execute(
+        self.touch(super::AGENTS).execute(
             "INSERT INTO messages (seq, message_id, sender, recipients, subject, body, thread_id,
                                    reply_to, sent_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
@@ -127,7 +128,7 @@ impl Agents for PgConn {
             ],
         )?;
         // Every recipient in one statement.
-        self.execute(
+        self.touch(super::AGENTS).execute(
             "INSERT INTO inbox (name, seq) SELECT DISTINCT unnest($1::text[]), $2::bigint
              ON CONFLICT DO NOTHING",
             &[&to, &m.seq],
@@ -161,7 +162,7 @@ impl Agents for PgConn {
     }
 
     fn set_cursor(&self, name: &str, acked: u64) -> Result<()> {
-        self.execute(
+        self.touch(super::AGENTS).execute(
             "INSERT INTO inbox_cursors (name, acked) VALUES ($1, $2)
              ON CONFLICT (name) DO UPDATE SET acked = EXCLUDED.acked",
             &[&name, &i(acked)],

@@ -8,7 +8,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::runtime::Handle;
 
 use crate::error::{Error, Result};
-use crate::store::boundary::{Storage, WriteStorage};
+use crate::store::boundary::{ForeignChanges, Storage, WriteStorage};
 
 use super::PgConn;
 
@@ -63,6 +63,8 @@ pub fn open(
         at_begin: 0,
         began_at_ms: None,
         announce: format!("NOTIFY {COMMITS}, '{instance_id}'; COMMIT"),
+        seen: [-1; 3],
+        foreign: ForeignChanges::ALL,
     };
     Ok((
         PgReads { pool, handle },
@@ -113,7 +115,18 @@ pub struct PgWrites {
     began_at_ms: Option<i64>,
     /// What ends a batch that changed something: tells the other instances, and commits.
     announce: String,
+    /// The epochs of locks, tasks and agents this writer's memory reflects.
+    seen: [i64; 3],
+    /// What other instances changed, as found when the batch began.
+    foreign: ForeignChanges,
 }
+
+/// The parts of the state with an epoch in `meta`, as `touch` flags and names.
+const EPOCHS: [(u8, &str); 3] = [
+    (super::LOCKS, "locks_epoch"),
+    (super::TASKS, "tasks_epoch"),
+    (super::AGENTS, "agents_epoch"),
+];
 
 impl WriteStorage for PgWrites {
     fn storage(&self) -> &dyn Storage {
@@ -130,14 +143,47 @@ impl WriteStorage for PgWrites {
             self.conn = PgConn::new(fresh, self.handle.clone());
             tracing::info!("the writer reconnected to PostgreSQL");
         }
+        self.conn.reset();
         self.at_begin = self.conn.changed();
-        self.conn.batch("BEGIN")?;
-        let row = self.conn.query_one(
-            &format!("SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked"),
-            &[&WRITER_LOCK],
+        // BEGIN, the lock and the reads after it, in one round trip. The reads run once
+        // the lock is held, each with a snapshot of its own, so they see every batch that
+        // committed before.
+        self.conn.send_first("BEGIN");
+        let (clock, meta) = self.conn.query_two(
+            (
+                &format!(
+                    "SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked"
+                ),
+                &[&WRITER_LOCK],
+            ),
+            (
+                "SELECT name, value FROM meta
+                 WHERE name IN ('revision', 'locks_epoch', 'tasks_epoch', 'agents_epoch')",
+                &[],
+            ),
         )?;
-        self.began_at_ms = Some(row.get(0));
+        self.began_at_ms = clock.first().map(|r| r.get(0));
+        let value = |name: &str| {
+            meta.iter()
+                .find(|r| r.get::<_, &str>(0) == name)
+                .map(|r| r.get::<_, i64>(1))
+        };
+        self.conn.hint_head(value("revision"));
+        let now: Vec<i64> = EPOCHS
+            .iter()
+            .map(|(_, name)| value(name).unwrap_or(-1))
+            .collect();
+        self.foreign = ForeignChanges {
+            locks: now[0] != self.seen[0],
+            tasks: now[1] != self.seen[1],
+            agents: now[2] != self.seen[2],
+        };
+        self.seen = [now[0], now[1], now[2]];
         Ok(())
+    }
+
+    fn foreign_changes(&self) -> ForeignChanges {
+        self.foreign
     }
 
     fn server_clock_ms(&self) -> Option<i64> {
@@ -145,14 +191,35 @@ impl WriteStorage for PgWrites {
     }
 
     fn commit(&mut self) -> Result<()> {
+        if self.conn.aborted() {
+            // PostgreSQL would answer COMMIT with a silent ROLLBACK.
+            return Err(aborted());
+        }
+        self.conn.hint_head(None);
         if self.conn.changed() == self.at_begin {
             return self.conn.batch("COMMIT");
         }
+        // What this batch wrote moves its epoch, so the other instances reload it.
+        let touched = self.conn.touched();
+        for (flag, name) in EPOCHS {
+            if touched & flag != 0 {
+                self.conn.send_first(&format!(
+                    "UPDATE meta SET value = value + 1 WHERE name = '{name}'"
+                ));
+            }
+        }
         // The notification is delivered when (and only if) the transaction commits.
-        self.conn.batch(&self.announce)
+        self.conn.batch(&self.announce)?;
+        for (i, (flag, _)) in EPOCHS.iter().enumerate() {
+            if touched & flag != 0 {
+                self.seen[i] += 1;
+            }
+        }
+        Ok(())
     }
 
     fn rollback(&mut self) {
+        self.conn.reset();
         if self.conn.is_closed() {
             return;
         }
@@ -167,6 +234,9 @@ impl WriteStorage for PgWrites {
     }
 
     fn undo_request(&self) -> Result<()> {
+        if self.conn.aborted() {
+            return Err(aborted());
+        }
         if self.conn.changed() == self.at_request.get() {
             return Ok(());
         }
@@ -180,6 +250,13 @@ impl WriteStorage for PgWrites {
     }
 
     fn close(&mut self) {}
+}
+
+/// The batch met a failed statement, after which PostgreSQL only rolls back.
+fn aborted() -> Error {
+    Error::Unavailable(
+        "a statement failed in PostgreSQL, so the whole batch was rolled back; nothing was written, retry".into(),
+    )
 }
 
 impl PgConn {

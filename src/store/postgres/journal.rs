@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter};
 use crate::store::boundary::{Journal, NewEvent, SerializedEvent};
 
-use super::{i, u, PgConn};
+use super::{i, u, Lit, PgConn};
 
 /// The columns [`event_from_row`] reads, in its order.
 const EVENT_COLUMNS: &str =
@@ -36,23 +36,24 @@ fn event_from_row(row: &Row) -> Result<Event> {
 
 impl Journal for PgConn {
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
-        self.execute(
+        // Deferred: it goes out with the next statement, or the commit. A task's event
+        // changes what writers keep of its recent events.
+        if event.task_id.is_some() {
+            self.touch(super::TASKS);
+        }
+        self.defer(format!(
             "INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id,
                                  node_id, data)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            &[
-                &seq,
-                &event.kind,
-                &at_ms,
-                &event.actor,
-                &event.namespace,
-                &event.key,
-                &event.resource_key,
-                &event.task_id,
-                &event.node_id,
-                &event.data,
-            ],
-        )?;
+             VALUES ({seq}, {}, {at_ms}, {}, {}, {}, {}, {}, {}, {})",
+            event.kind.lit(),
+            event.actor.lit(),
+            event.namespace.lit(),
+            event.key.lit(),
+            event.resource_key.lit(),
+            event.task_id.lit(),
+            event.node_id.lit(),
+            event.data.lit(),
+        ));
         Ok(())
     }
 

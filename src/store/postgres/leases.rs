@@ -90,7 +90,7 @@ impl Leases for PgConn {
     }
 
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
-        self.execute(
+        self.touch(super::LOCKS).execute(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
                                 acquired_at, expires_at, metadata, holder_connection, token_id,
                                 session_id, mode, slots)
@@ -117,7 +117,7 @@ impl Leases for PgConn {
     }
 
     fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::LOCKS).execute(
             "UPDATE locks SET expires_at = $2 WHERE lease_id = $1",
             &[&lease_id, &expires_at],
         )?;
@@ -125,7 +125,8 @@ impl Leases for PgConn {
     }
 
     fn delete_lease(&self, lease_id: &str) -> Result<()> {
-        self.execute("DELETE FROM locks WHERE lease_id = $1", &[&lease_id])?;
+        self.touch(super::LOCKS)
+            .execute("DELETE FROM locks WHERE lease_id = $1", &[&lease_id])?;
         Ok(())
     }
 
@@ -144,7 +145,7 @@ impl Leases for PgConn {
     }
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
-        self.execute(
+        self.touch(super::LOCKS).execute(
             "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              VALUES ($1, $2, $3, $4, $5, $6)
              ON CONFLICT (resource_key) DO UPDATE SET outcome = EXCLUDED.outcome,
@@ -163,7 +164,7 @@ impl Leases for PgConn {
     }
 
     fn next_fencing_token(&self) -> Result<u64> {
-        let row = self.query_write(
+        let row = self.touch(super::LOCKS).query_write(
             "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
             &[],
         )?;

@@ -8,16 +8,18 @@ use super::{u, PgConn};
 
 impl Meta for PgConn {
     fn head_revision(&self) -> Result<i64> {
+        if let Some(head) = self.take_head_hint() {
+            return Ok(head);
+        }
         Ok(self
             .query_one("SELECT value FROM meta WHERE name = 'revision'", &[])?
             .get(0))
     }
 
     fn set_head_revision(&self, revision: i64) -> Result<()> {
-        self.execute(
-            "UPDATE meta SET value = $1 WHERE name = 'revision'",
-            &[&revision],
-        )?;
+        self.defer(format!(
+            "UPDATE meta SET value = {revision} WHERE name = 'revision'"
+        ));
         Ok(())
     }
 

@@ -19,6 +19,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "instances",
         include_str!("../../../migrations/postgres/0002_instances.sql"),
     ),
+    (
+        3,
+        "epochs",
+        include_str!("../../../migrations/postgres/0003_epochs.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).

@@ -5,9 +5,14 @@
 //!
 //! The boundary's methods are synchronous (the writer is a thread of its own; reads run in
 //! `block_in_place`), so each statement is driven to completion on the runtime's handle.
-//! Every statement that writes goes through [`PgConn::execute`] or
-//! [`PgConn::query_write`], which count the rows they change (a request that failed after
+//! Every statement that writes goes through [`PgConn::execute`], [`PgConn::query_write`]
+//! or [`PgConn::defer`], which count the rows they change (a request that failed after
 //! writing rolls its whole batch back, as on SQLite).
+//!
+//! The write path is pipelined: writes whose result the rules do not read (a record's new
+//! version, a journal event, the head revision) are deferred and sent ahead of the next
+//! statement, in the same round trip, or with the commit. Any error aborts a PostgreSQL
+//! transaction, so after one the batch can only be rolled back ([`PgConn::aborted`]).
 
 mod agents;
 mod connection;
@@ -20,7 +25,7 @@ mod nodes;
 mod records;
 mod tokens;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 pub use connection::{listen, open, PgReads, PgWrites};
 
@@ -39,7 +44,24 @@ pub struct PgConn {
     handle: Handle,
     /// Rows changed through this connection since it was taken.
     changed: Cell<u64>,
+    /// Statements that write, as SQL with literals, not sent yet.
+    deferred: RefCell<String>,
+    /// A statement failed since the last [`PgConn::reset`]: the server aborted the
+    /// transaction, which can then only be rolled back.
+    aborted: Cell<bool>,
+    /// The parts of the state this transaction wrote ([`LOCKS`], [`TASKS`], [`AGENTS`]).
+    touched: Cell<u8>,
+    /// The head revision read when the writer's transaction began, for the first
+    /// `head_revision` of the batch (saves it a round trip).
+    head_hint: Cell<Option<i64>>,
 }
+
+/// Lock leases, in [`PgConn::touch`].
+pub const LOCKS: u8 = 1;
+/// Tasks, nodes and their leases.
+pub const TASKS: u8 = 2;
+/// Agents' sessions.
+pub const AGENTS: u8 = 4;
 
 impl PgConn {
     pub fn new(client: deadpool_postgres::Object, handle: Handle) -> PgConn {
@@ -47,7 +69,83 @@ impl PgConn {
             client,
             handle,
             changed: Cell::new(0),
+            deferred: RefCell::new(String::new()),
+            aborted: Cell::new(false),
+            touched: Cell::new(0),
+            head_hint: Cell::new(None),
         }
+    }
+
+    /// Notes that this transaction writes `area` (see [`LOCKS`]); returns self, for
+    /// `self.touch(LOCKS).execute(...)`.
+    pub fn touch(&self, area: u8) -> &Self {
+        self.touched.set(self.touched.get() | area);
+        self
+    }
+
+    /// What this transaction wrote so far, as [`LOCKS`] | [`TASKS`] | [`AGENTS`].
+    pub fn touched(&self) -> u8 {
+        self.touched.get()
+    }
+
+    /// Queues a statement that changes no row (BEGIN, ...) to go ahead of the next one.
+    pub fn send_first(&self, sql: &str) {
+        let mut deferred = self.deferred.borrow_mut();
+        deferred.push_str(sql);
+        deferred.push_str(";\n");
+    }
+
+    /// Runs two reads back to back in one round trip, in this order; their rows.
+    pub fn query_two(
+        &self,
+        (first, first_params): (&str, Params<'_>),
+        (second, second_params): (&str, Params<'_>),
+    ) -> Result<(Vec<Row>, Vec<Row>)> {
+        self.block(async {
+            // Prepared first, so the two executions go out in order.
+            let first = self.client.prepare_cached(first).await?;
+            let second = self.client.prepare_cached(second).await?;
+            let (a, b) = futures::future::join(
+                self.client.query(&first, first_params),
+                self.client.query(&second, second_params),
+            )
+            .await;
+            Ok((a?, b?))
+        })
+    }
+
+    /// Sets the head revision the next `head_revision` answers without asking.
+    pub fn hint_head(&self, revision: Option<i64>) {
+        self.head_hint.set(revision);
+    }
+
+    /// The hinted head revision, once.
+    pub fn take_head_hint(&self) -> Option<i64> {
+        self.head_hint.take()
+    }
+
+    /// Queues a statement that writes and whose result nobody reads; it is sent ahead of
+    /// the next statement, or with the commit. Its values must be literals ([`lit`]).
+    /// Counts as one change.
+    pub fn defer(&self, sql: String) {
+        let mut deferred = self.deferred.borrow_mut();
+        deferred.push_str(&sql);
+        deferred.push_str(";\n");
+        self.changed.set(self.changed.get() + 1);
+    }
+
+    /// Forgets what is deferred and any failure: a new transaction starts (or the last
+    /// one was rolled back).
+    pub fn reset(&self) {
+        self.deferred.borrow_mut().clear();
+        self.aborted.set(false);
+        self.touched.set(0);
+        self.head_hint.set(None);
+    }
+
+    /// Whether a statement failed in the current transaction.
+    pub fn aborted(&self) -> bool {
+        self.aborted.get()
     }
 
     /// Whether the connection to the server is gone (a restart, `pg_terminate_backend`).
@@ -60,11 +158,27 @@ impl PgConn {
         self.changed.get()
     }
 
+    /// Runs `work`, after the deferred writes: both go out together, so the writes cost
+    /// no round trip of their own.
     fn block<T>(
         &self,
         work: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T> {
-        Ok(block_on(&self.handle, work)?)
+        let deferred = self.deferred.take();
+        let done = if deferred.is_empty() {
+            block_on(&self.handle, work)
+        } else {
+            // `join` polls the deferred batch first, so it is sent first.
+            let (sent, done) = block_on(
+                &self.handle,
+                futures::future::join(self.client.batch_execute(&deferred), work),
+            );
+            sent.and(done)
+        };
+        if done.is_err() {
+            self.aborted.set(true);
+        }
+        Ok(done?)
     }
 
     /// Rows of a statement that only reads.
@@ -127,6 +241,50 @@ pub fn block_on<F: std::future::Future>(handle: &Handle, work: F) -> F::Output {
     })
 }
 
+/// A value as an SQL literal, for [`PgConn::defer`].
+pub trait Lit {
+    fn lit(&self) -> String;
+}
+
+impl Lit for i64 {
+    fn lit(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Lit for bool {
+    fn lit(&self) -> String {
+        if *self { "TRUE" } else { "FALSE" }.into()
+    }
+}
+
+impl Lit for &str {
+    /// An escape string (`E'...'`): its meaning does not depend on the server's
+    /// `standard_conforming_strings`.
+    fn lit(&self) -> String {
+        let mut out = String::with_capacity(self.len() + 3);
+        out.push_str("E'");
+        for c in self.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\'' => out.push_str("\\'"),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        out
+    }
+}
+
+impl<T: Lit> Lit for Option<T> {
+    fn lit(&self) -> String {
+        match self {
+            Some(v) => v.lit(),
+            None => "NULL".into(),
+        }
+    }
+}
+
 /// A stored unsigned figure (PostgreSQL has no unsigned integers; every stored one fits).
 pub fn u(value: i64) -> u64 {
     value.max(0) as u64
@@ -142,5 +300,20 @@ impl From<deadpool_postgres::PoolError> for Error {
         Error::Unavailable(format!(
             "no PostgreSQL connection available ({err}); nothing was written, retry shortly"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lit;
+
+    #[test]
+    fn literals_escape_quotes_and_backslashes() {
+        assert_eq!("it's".lit(), r"E'it\'s'");
+        assert_eq!(r#"{"a":"\"\\"}"#.lit(), r#"E'{"a":"\\"\\\\"}'"#);
+        assert_eq!("naïve ✓".lit(), "E'naïve ✓'");
+        assert_eq!(None::<&str>.lit(), "NULL");
+        assert_eq!(Some(-5i64).lit(), "-5");
+        assert_eq!(true.lit(), "TRUE");
     }
 }

@@ -61,7 +61,7 @@ fn pairs(rows: &[Row]) -> Vec<(String, String)> {
 
 impl Nodes for PgConn {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
                                 unfinished_nodes)
              VALUES ($1, $2, $3, 'running', $4, $4, $5, $6)",
@@ -93,7 +93,7 @@ impl Nodes for PgConn {
         let label_keys: Vec<&str> = n.iter().map(|x| x.label_key.as_str()).collect();
         let ready_at: Vec<Option<i64>> = n.iter().map(|x| x.ready_at).collect();
         let schemas: Vec<Option<&str>> = n.iter().map(|x| x.result_schema.as_deref()).collect();
-        self.execute(
+        self.touch(super::TASKS).execute(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                                 state, remaining_deps, runnable_since, updated_at, priority,
                                 label_key, ready_at, result_schema)
@@ -129,7 +129,7 @@ impl Nodes for PgConn {
             }
         }
         if !from.is_empty() {
-            self.execute(
+            self.touch(super::TASKS).execute(
                 "INSERT INTO node_dependents (task_id, node_id, dependent_id)
                  SELECT $1, node_id, dependent_id FROM unnest($2::text[], $3::text[])
                      AS e(node_id, dependent_id)",
@@ -145,7 +145,7 @@ impl Nodes for PgConn {
     }
 
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "UPDATE tasks SET status = $2, updated_at = $3 WHERE task_id = $1",
             &[&task_id, &status.as_str(), &at_ms],
         )?;
@@ -214,7 +214,7 @@ impl Nodes for PgConn {
     }
 
     fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool> {
-        let changed = self.execute(
+        let changed = self.touch(super::TASKS).execute(
             "UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
                     runnable_since = $3
              WHERE task_id = $1 AND node_id = $2 AND ready_at IS NOT NULL AND state = 'PENDING'",
@@ -260,7 +260,7 @@ impl Nodes for PgConn {
         node_id: &str,
         lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
-        let rows = self.query_write(
+        let rows = self.touch(super::TASKS).query_write(
             "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = $3,
                     lease_owner = $4, lease_expires_at = $5, updated_at = $6,
                     lease_token_id = $7, lease_session_id = $8
@@ -308,7 +308,7 @@ impl Nodes for PgConn {
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "UPDATE nodes SET lease_expires_at = $3 WHERE task_id = $1 AND node_id = $2",
             &[&task_id, &node_id, &expires_at],
         )?;
@@ -316,7 +316,7 @@ impl Nodes for PgConn {
     }
 
     fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "UPDATE nodes SET state = $3, result = COALESCE($4, result), error = COALESCE($5, error),
                     runnable_since = COALESCE($6, runnable_since), lease_id = NULL,
                     lease_token_id = NULL, lease_session_id = NULL, ready_at = $8::bigint,
@@ -338,7 +338,7 @@ impl Nodes for PgConn {
     }
 
     fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "UPDATE nodes SET remaining_deps = remaining_deps - 1, runnable_since = $3
              WHERE task_id = $1 AND node_id IN
                    (SELECT dependent_id FROM node_dependents WHERE task_id = $1 AND node_id = $2)",
@@ -348,7 +348,7 @@ impl Nodes for PgConn {
     }
 
     fn count_finished(&self, task_id: &str) -> Result<u64> {
-        let rows = self.query_write(
+        let rows = self.touch(super::TASKS).query_write(
             "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = $1
              RETURNING unfinished_nodes",
             &[&task_id],
@@ -368,7 +368,7 @@ impl Nodes for PgConn {
     }
 
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
-        self.execute(
+        self.touch(super::TASKS).execute(
             "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, lease_owner = NULL,
                     lease_expires_at = NULL, updated_at = $2

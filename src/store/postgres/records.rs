@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::store::boundary::{NewVersion, Records, StoredVersion};
 
-use super::{i, u, PgConn};
+use super::{i, u, Lit, PgConn};
 
 fn json(text: Option<String>) -> Result<Box<RawValue>> {
     Ok(RawValue::from_string(
@@ -55,12 +55,17 @@ impl Records for PgConn {
     }
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
-        // Both rows in one statement: one round trip.
-        self.execute(
+        // Both rows in one statement, deferred: it goes out with the next one.
+        let (namespace, key) = (v.namespace.lit(), v.key.lit());
+        let (value, version, revision) = (v.value.lit(), i(v.version), v.revision);
+        let (by, at, deleted) = (v.updated_by.lit(), v.at_ms, v.value.is_none().lit());
+        let session = v.session_id.lit();
+        self.defer(format!(
             "WITH current AS (
                  INSERT INTO records (namespace, key, value, version, revision, updated_by,
                                       updated_at, deleted, session_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 VALUES ({namespace}, {key}, {value}, {version}, {revision}, {by}, {at},
+                         {deleted}, {session})
                  ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value,
                    version = EXCLUDED.version, revision = EXCLUDED.revision,
                    updated_by = EXCLUDED.updated_by, updated_at = EXCLUDED.updated_at,
@@ -68,19 +73,8 @@ impl Records for PgConn {
              )
              INSERT INTO history (namespace, key, version, value, revision, updated_by,
                                   updated_at, deleted)
-             VALUES ($1, $2, $4, $3, $5, $6, $7, $8)",
-            &[
-                &v.namespace,
-                &v.key,
-                &v.value,
-                &i(v.version),
-                &v.revision,
-                &v.updated_by,
-                &v.at_ms,
-                &v.value.is_none(),
-                &v.session_id,
-            ],
-        )?;
+             VALUES ({namespace}, {key}, {version}, {value}, {revision}, {by}, {at}, {deleted})"
+        ));
         Ok(())
     }
 
