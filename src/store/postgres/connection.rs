@@ -158,7 +158,8 @@ impl WriteStorage for PgWrites {
             ),
             (
                 "SELECT name, value FROM meta
-                 WHERE name IN ('revision', 'locks_epoch', 'tasks_epoch', 'agents_epoch')",
+                 WHERE name IN ('revision', 'fencing_token', 'locks_epoch', 'tasks_epoch',
+                                'agents_epoch')",
                 &[],
             ),
         )?;
@@ -169,6 +170,9 @@ impl WriteStorage for PgWrites {
                 .map(|r| r.get::<_, i64>(1))
         };
         self.conn.hint_head(value("revision"));
+        if let Some(last) = value("fencing_token") {
+            self.conn.set_fence_hint(last);
+        }
         let now: Vec<i64> = EPOCHS
             .iter()
             .map(|(_, name)| value(name).unwrap_or(-1))
@@ -195,9 +199,10 @@ impl WriteStorage for PgWrites {
             // PostgreSQL would answer COMMIT with a silent ROLLBACK.
             return Err(aborted());
         }
-        self.conn.hint_head(None);
         if self.conn.changed() == self.at_begin {
-            return self.conn.batch("COMMIT");
+            let done = self.conn.batch("COMMIT");
+            self.conn.reset();
+            return done;
         }
         // What this batch wrote moves its epoch, so the other instances reload it.
         let touched = self.conn.touched();
@@ -210,6 +215,8 @@ impl WriteStorage for PgWrites {
         }
         // The notification is delivered when (and only if) the transaction commits.
         self.conn.batch(&self.announce)?;
+        // Nothing read at the start of this batch (head, fencing token) outlives it.
+        self.conn.reset();
         for (i, (flag, _)) in EPOCHS.iter().enumerate() {
             if touched & flag != 0 {
                 self.seen[i] += 1;

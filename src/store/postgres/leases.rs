@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
 use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-use super::{i, u, PgConn};
+use super::{i, u, Lit, PgConn};
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
 
@@ -90,43 +90,44 @@ impl Leases for PgConn {
     }
 
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
-        self.touch(super::LOCKS).execute(
+        // Deferred: it goes out with the next statement, or the commit.
+        self.touch(super::LOCKS).defer(format!(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
                                 acquired_at, expires_at, metadata, holder_connection, token_id,
                                 session_id, mode, slots)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-            &[
-                &l.resource_key,
-                &l.kind,
-                &l.path,
-                &l.lease_id,
-                &l.owner,
-                &l.provider,
-                &i(l.fencing_token),
-                &l.acquired_at,
-                &l.expires_at,
-                &l.metadata,
-                &l.holder_connection.map(i),
-                &l.token_id,
-                &l.session_id,
-                &l.mode.as_str(),
-                &l.slots.map(i),
-            ],
-        )?;
+             VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+            l.resource_key.lit(),
+            l.kind.lit(),
+            l.path.lit(),
+            l.lease_id.lit(),
+            l.owner.lit(),
+            l.provider.lit(),
+            i(l.fencing_token),
+            l.acquired_at,
+            l.expires_at,
+            l.metadata.lit(),
+            l.holder_connection.map(i).lit(),
+            l.token_id.lit(),
+            l.session_id.lit(),
+            l.mode.as_str().lit(),
+            l.slots.map(i).lit(),
+        ));
         Ok(())
     }
 
     fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
-        self.touch(super::LOCKS).execute(
-            "UPDATE locks SET expires_at = $2 WHERE lease_id = $1",
-            &[&lease_id, &expires_at],
-        )?;
+        self.touch(super::LOCKS).defer(format!(
+            "UPDATE locks SET expires_at = {expires_at} WHERE lease_id = {}",
+            lease_id.lit()
+        ));
         Ok(())
     }
 
     fn delete_lease(&self, lease_id: &str) -> Result<()> {
-        self.touch(super::LOCKS)
-            .execute("DELETE FROM locks WHERE lease_id = $1", &[&lease_id])?;
+        self.touch(super::LOCKS).defer(format!(
+            "DELETE FROM locks WHERE lease_id = {}",
+            lease_id.lit()
+        ));
         Ok(())
     }
 
@@ -145,25 +146,33 @@ impl Leases for PgConn {
     }
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
-        self.touch(super::LOCKS).execute(
+        self.touch(super::LOCKS).defer(format!(
             "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             VALUES ($1, $2, $3, $4, $5, $6)
+             VALUES ({}, {}, {}, {}, {}, {})
              ON CONFLICT (resource_key) DO UPDATE SET outcome = EXCLUDED.outcome,
                owner = EXCLUDED.owner, at = EXCLUDED.at, moved_to = EXCLUDED.moved_to,
                note = EXCLUDED.note",
-            &[
-                &end.resource_key,
-                &end.outcome,
-                &end.owner,
-                &end.at_ms,
-                &end.moved_to,
-                &end.note,
-            ],
-        )?;
+            end.resource_key.lit(),
+            end.outcome.lit(),
+            end.owner.lit(),
+            end.at_ms,
+            end.moved_to.lit(),
+            end.note.lit(),
+        ));
         Ok(())
     }
 
     fn next_fencing_token(&self) -> Result<u64> {
+        // In the writer's batch the counter was read when it began (no other writer moves
+        // it while the batch holds the lock): count on from it, and store the last one.
+        if let Some(last) = self.fence_hint() {
+            let next = last + 1;
+            self.set_fence_hint(next);
+            self.touch(super::LOCKS).defer(format!(
+                "UPDATE meta SET value = {next} WHERE name = 'fencing_token'"
+            ));
+            return Ok(u(next));
+        }
         let row = self.touch(super::LOCKS).query_write(
             "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
             &[],

@@ -54,6 +54,8 @@ pub struct PgConn {
     /// The head revision read when the writer's transaction began, for the first
     /// `head_revision` of the batch (saves it a round trip).
     head_hint: Cell<Option<i64>>,
+    /// The last fencing token handed out in the writer's transaction, read when it began.
+    fence: Cell<Option<i64>>,
 }
 
 /// Lock leases, in [`PgConn::touch`].
@@ -73,7 +75,17 @@ impl PgConn {
             aborted: Cell::new(false),
             touched: Cell::new(0),
             head_hint: Cell::new(None),
+            fence: Cell::new(None),
         }
+    }
+
+    /// The last fencing token handed out in this transaction, when the writer read it.
+    pub fn fence_hint(&self) -> Option<i64> {
+        self.fence.get()
+    }
+
+    pub fn set_fence_hint(&self, last: i64) {
+        self.fence.set(Some(last));
     }
 
     /// Notes that this transaction writes `area` (see [`LOCKS`]); returns self, for
@@ -141,6 +153,7 @@ impl PgConn {
         self.aborted.set(false);
         self.touched.set(0);
         self.head_hint.set(None);
+        self.fence.set(None);
     }
 
     /// Whether a statement failed in the current transaction.
