@@ -46,12 +46,87 @@ impl PgConn {
     }
 }
 
+/// The leases that could conflict with one `file:`/`dir:` key, read in one round trip by
+/// `holders` (which a conflict check asks first): those on the key, on its path, `dir:`
+/// leases on its ancestors and, for a `dir:` key, those inside it. The lookups that follow
+/// are answered from it until the next write.
+pub struct Lookup {
+    path: String,
+    ancestors: Vec<String>,
+    inside: bool,
+    /// Each lease with its kind and path, in fencing-token order.
+    rows: Vec<(String, String, LeaseRow)>,
+}
+
+impl Lookup {
+    fn first(&self, exclusive_only: bool, wanted: impl Fn(&str, &str) -> bool) -> Option<LeaseRow> {
+        self.rows
+            .iter()
+            .find(|(kind, path, row)| {
+                wanted(kind, path) && (!exclusive_only || row.mode == LockMode::Exclusive)
+            })
+            .map(|(_, _, row)| row.clone())
+    }
+}
+
+/// The kind and path of a `file:`/`dir:` key (canonical, as the rules pass it).
+fn hierarchical(resource_key: &str) -> Option<(&str, &str)> {
+    let (kind, path) = resource_key.split_once(':')?;
+    matches!(kind, "file" | "dir").then_some((kind, path))
+}
+
 impl Leases for PgConn {
     fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>> {
-        self.leases_where(
-            "WHERE resource_key = $1 ORDER BY fencing_token",
-            &[&resource_key],
-        )
+        let Some((kind, path)) = hierarchical(resource_key) else {
+            return self.leases_where(
+                "WHERE resource_key = $1 ORDER BY fencing_token",
+                &[&resource_key],
+            );
+        };
+        let ancestors: Vec<String> = path
+            .char_indices()
+            .filter(|(_, c)| *c == '/')
+            .map(|(i, _)| path[..i].to_string())
+            .collect();
+        let inside = kind == "dir";
+        let rows = self.query(
+            &format!(
+                "SELECT {LEASE_COLUMNS}, kind, path FROM locks
+                 WHERE resource_key = $1 OR path = $2 OR (kind = 'dir' AND path = ANY($3))
+                    OR ($4 AND path > $5 AND path < $6)
+                 ORDER BY fencing_token"
+            ),
+            &[
+                &resource_key,
+                &path,
+                &ancestors,
+                &inside,
+                &format!("{path}/"),
+                &format!("{path}0"),
+            ],
+        )?;
+        let rows: Vec<(String, String, LeaseRow)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(12),
+                    r.get::<_, Option<String>>(13).unwrap_or_default(),
+                    lease_row(r),
+                )
+            })
+            .collect();
+        let holders = rows
+            .iter()
+            .filter(|(_, _, row)| row.resource_key == resource_key)
+            .map(|(_, _, row)| row.clone())
+            .collect();
+        *self.lookup.borrow_mut() = Some(Lookup {
+            path: path.to_string(),
+            ancestors,
+            inside,
+            rows,
+        });
+        Ok(holders)
     }
 
     fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>> {
@@ -59,6 +134,9 @@ impl Leases for PgConn {
     }
 
     fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
+        if let Some(lookup) = self.lookup.borrow().as_ref().filter(|l| l.path == path) {
+            return Ok(lookup.first(exclusive_only, |_, p| p == path));
+        }
         self.first_lease(
             "WHERE path = $1 AND (NOT $2 OR mode = 'exclusive') LIMIT 1",
             &[&path, &exclusive_only],
@@ -66,6 +144,14 @@ impl Leases for PgConn {
     }
 
     fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
+        let cached = self.lookup.borrow();
+        if let Some(lookup) = cached
+            .as_ref()
+            .filter(|l| l.ancestors.iter().any(|a| a == path))
+        {
+            return Ok(lookup.first(exclusive_only, |k, p| k == "dir" && p == path));
+        }
+        drop(cached);
         self.first_lease(
             "WHERE path = $1 AND kind = 'dir' AND (NOT $2 OR mode = 'exclusive') LIMIT 1",
             &[&path, &exclusive_only],
@@ -74,9 +160,15 @@ impl Leases for PgConn {
 
     fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
         // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
+        let (low, high) = (format!("{path}/"), format!("{path}0"));
+        let cached = self.lookup.borrow();
+        if let Some(lookup) = cached.as_ref().filter(|l| l.inside && l.path == path) {
+            return Ok(lookup.first(exclusive_only, |_, p| p > low.as_str() && p < high.as_str()));
+        }
+        drop(cached);
         self.first_lease(
             "WHERE path > $1 AND path < $2 AND (NOT $3 OR mode = 'exclusive') LIMIT 1",
-            &[&format!("{path}/"), &format!("{path}0"), &exclusive_only],
+            &[&low, &high, &exclusive_only],
         )
     }
 

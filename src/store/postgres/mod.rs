@@ -56,6 +56,8 @@ pub struct PgConn {
     head_hint: Cell<Option<i64>>,
     /// The last fencing token handed out in the writer's transaction, read when it began.
     fence: Cell<Option<i64>>,
+    /// The leases around the key a conflict check asked about last, until the next write.
+    lookup: RefCell<Option<leases::Lookup>>,
 }
 
 /// Lock leases, in [`PgConn::touch`].
@@ -76,6 +78,7 @@ impl PgConn {
             touched: Cell::new(0),
             head_hint: Cell::new(None),
             fence: Cell::new(None),
+            lookup: RefCell::new(None),
         }
     }
 
@@ -140,6 +143,7 @@ impl PgConn {
     /// the next statement, or with the commit. Its values must be literals ([`lit`]).
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
+        self.lookup.take();
         let mut deferred = self.deferred.borrow_mut();
         deferred.push_str(&sql);
         deferred.push_str(";\n");
@@ -154,6 +158,7 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
+        self.lookup.take();
     }
 
     /// Whether a statement failed in the current transaction.
@@ -221,6 +226,7 @@ impl PgConn {
     /// Rows of a statement that writes (`INSERT ... RETURNING`, ...); each counts as a
     /// change.
     pub fn query_write(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.lookup.take();
         let rows = self.query(sql, params)?;
         self.changed
             .set(self.changed.get() + rows.len().max(1) as u64);
@@ -229,6 +235,7 @@ impl PgConn {
 
     /// Runs a statement that writes; the rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
+        self.lookup.take();
         let n = self.block(async {
             let statement = self.client.prepare_cached(sql).await?;
             self.client.execute(&statement, params).await
