@@ -3,6 +3,7 @@
 //! lock, so the batches of every instance sharing the database apply one at a time.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::runtime::Handle;
@@ -10,7 +11,7 @@ use tokio::runtime::Handle;
 use crate::error::{Error, Result};
 use crate::store::boundary::{ForeignChanges, Storage, WriteStorage};
 
-use super::PgConn;
+use super::{Driver, OwnRuntime, PgConn};
 
 /// The advisory lock every instance's writer holds for the length of a batch.
 const WRITER_LOCK: i64 = 0x6261_746f_6e01;
@@ -40,24 +41,35 @@ pub fn open(
     let config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| Error::Invalid(format!("BATON_DATABASE_URL is not a PostgreSQL URL: {e}")))?;
-    let manager = Manager::from_config(
-        config,
-        tokio_postgres::NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(READ_POOL + 1)
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .build()
-        .map_err(|e| Error::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))?;
-    let conn = PgConn::new(super::block_on(&handle, pool.get())?, handle.clone());
+    let pool = |config: tokio_postgres::Config, size: usize| {
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        Pool::builder(manager)
+            .max_size(size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            // A pool that cannot give a connection says so (503) rather than wait forever.
+            .wait_timeout(Some(std::time::Duration::from_secs(10)))
+            .build()
+            .map_err(|e| Error::Unavailable(format!("cannot build the PostgreSQL pool: {e}")))
+    };
+    let reads = pool(config.clone(), READ_POOL)?;
+    // The writer's connection lives on a runtime of its own, driven by the writer's
+    // thread while it waits for an answer (its pool makes it there, and again after a
+    // reconnection).
+    let own = Driver::Own(Arc::new(OwnRuntime::new()?));
+    // Two: a connection found dead is replaced while it is still held.
+    let writer_pool = pool(config, 2)?;
+    let conn = PgConn::new(own.run(writer_pool.get())?, own.clone());
     let schema_version = super::migrations::migrate(&conn, now_ms)?;
     let database_id = conn.database_id()?;
     let writes = PgWrites {
-        pool: pool.clone(),
-        handle: handle.clone(),
+        pool: writer_pool,
+        driver: own,
         conn,
         at_request: Cell::new(0),
         at_begin: 0,
@@ -67,7 +79,10 @@ pub fn open(
         foreign: ForeignChanges::ALL,
     };
     Ok((
-        PgReads { pool, handle },
+        PgReads {
+            pool: reads,
+            handle,
+        },
         writes,
         schema_version,
         database_id,
@@ -79,7 +94,7 @@ impl PgReads {
     pub fn read<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
         let conn = PgConn::new(
             super::block_on(&self.handle, self.pool.get())?,
-            self.handle.clone(),
+            Driver::Shared(self.handle.clone()),
         );
         conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let result = f(&conn);
@@ -94,7 +109,7 @@ impl PgReads {
     pub fn read_one_statement<T>(&self, f: impl FnOnce(&dyn Storage) -> Result<T>) -> Result<T> {
         let conn = PgConn::new(
             super::block_on(&self.handle, self.pool.get())?,
-            self.handle.clone(),
+            Driver::Shared(self.handle.clone()),
         );
         f(&conn)
     }
@@ -104,8 +119,9 @@ impl PgReads {
 /// it (a restart, `pg_terminate_backend`): the batch that met the closed connection failed
 /// with 503 and nothing of it was applied.
 pub struct PgWrites {
+    /// The writer's own pool (one connection in use).
     pool: Pool,
-    handle: Handle,
+    driver: Driver,
     conn: PgConn,
     /// Rows changed when the current request started.
     at_request: Cell<u64>,
@@ -139,8 +155,8 @@ impl WriteStorage for PgWrites {
 
     fn begin(&mut self) -> Result<()> {
         if self.conn.is_closed() {
-            let fresh = super::block_on(&self.handle, self.pool.get())?;
-            self.conn = PgConn::new(fresh, self.handle.clone());
+            let fresh = self.driver.run(self.pool.get())?;
+            self.conn = PgConn::new(fresh, self.driver.clone());
             tracing::info!("the writer reconnected to PostgreSQL");
         }
         self.conn.reset();

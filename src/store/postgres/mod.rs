@@ -26,6 +26,7 @@ mod records;
 mod tokens;
 
 use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 pub use connection::{listen, open, PgReads, PgWrites};
 
@@ -41,7 +42,7 @@ pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 /// One PostgreSQL connection (pooled), with its statement cache.
 pub struct PgConn {
     client: deadpool_postgres::Object,
-    handle: Handle,
+    driver: Driver,
     /// Rows changed through this connection since it was taken.
     changed: Cell<u64>,
     /// Statements that write, as SQL with literals, not sent yet.
@@ -68,10 +69,10 @@ pub const TASKS: u8 = 2;
 pub const AGENTS: u8 = 4;
 
 impl PgConn {
-    pub fn new(client: deadpool_postgres::Object, handle: Handle) -> PgConn {
+    pub fn new(client: deadpool_postgres::Object, driver: Driver) -> PgConn {
         PgConn {
             client,
-            handle,
+            driver,
             changed: Cell::new(0),
             deferred: RefCell::new(String::new()),
             aborted: Cell::new(false),
@@ -184,13 +185,13 @@ impl PgConn {
     ) -> Result<T> {
         let deferred = self.deferred.take();
         let done = if deferred.is_empty() {
-            block_on(&self.handle, work)
+            self.driver.run(work)
         } else {
             // `join` polls the deferred batch first, so it is sent first.
-            let (sent, done) = block_on(
-                &self.handle,
-                futures::future::join(self.client.batch_execute(&deferred), work),
-            );
+            let (sent, done) = self.driver.run(futures::future::join(
+                self.client.batch_execute(&deferred),
+                work,
+            ));
             sent.and(done)
         };
         if done.is_err() {
@@ -247,6 +248,54 @@ impl PgConn {
     /// Runs statements without parameters or results (BEGIN, COMMIT, ...).
     pub fn batch(&self, sql: &str) -> Result<()> {
         self.block(self.client.batch_execute(sql))
+    }
+}
+
+/// What drives a connection's I/O while a statement waits.
+#[derive(Clone)]
+pub enum Driver {
+    /// The daemon's runtime (reads, from any thread; see [`block_on`]).
+    Shared(Handle),
+    /// A runtime of the writer's own, run on the writer's thread while it waits: a
+    /// statement's answer then wakes no other thread.
+    Own(Arc<OwnRuntime>),
+}
+
+impl Driver {
+    pub fn run<F: std::future::Future>(&self, work: F) -> F::Output {
+        match self {
+            Driver::Shared(handle) => block_on(handle, work),
+            Driver::Own(own) => own.block_on(work),
+        }
+    }
+}
+
+/// A current-thread runtime for the writer's connection. Dropped without waiting, so
+/// dropping it is safe anywhere (even inside the daemon's runtime).
+pub struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    pub fn new() -> Result<OwnRuntime> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Unavailable(format!("cannot start the writer's runtime: {e}")))?;
+        Ok(OwnRuntime(Some(runtime)))
+    }
+
+    fn block_on<F: std::future::Future>(&self, work: F) -> F::Output {
+        self.0
+            .as_ref()
+            .expect("the runtime lives until dropped")
+            .block_on(work)
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
