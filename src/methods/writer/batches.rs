@@ -278,19 +278,13 @@ impl WriterLoop {
                 self.memory.revision = head;
                 let changed = self.writes.foreign_changes();
                 self.memory.reload_some(storage, now_ms, mono_now, changed);
-                let mut no_reply = None;
-                let mut ctx = WriteCtx::new(
-                    storage,
-                    &mut self.memory,
-                    now_ms,
-                    mono_now,
-                    &mut no_reply,
-                    deferred,
-                );
-                let served = locks::serve_waiters(&mut ctx)
-                    .and_then(|()| tasks::serve_waiters(&mut ctx))
-                    .and_then(|()| agents::serve_waiters(&mut ctx));
-                if let Err(err) = served {
+                let serve = [
+                    locks::serve_waiters,
+                    tasks::serve_waiters,
+                    agents::serve_waiters,
+                ];
+                let upkept = upkeep(storage, &mut self.memory, now_ms, mono_now, deferred, serve);
+                if let Err(err) = upkept {
                     *lock_state_suspect = true;
                     return Err(err);
                 }
@@ -298,18 +292,15 @@ impl WriterLoop {
         }
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
-            let mut no_reply = None;
-            let mut ctx = WriteCtx::new(
+            let expire = [locks::expire_due, tasks::expire_due, agents::expire_due];
+            let expired = upkeep(
                 storage,
                 &mut self.memory,
                 now_ms,
                 mono_now,
-                &mut no_reply,
                 deferred,
+                expire,
             );
-            let expired = locks::expire_due(&mut ctx)
-                .and_then(|()| tasks::expire_due(&mut ctx))
-                .and_then(|()| agents::expire_due(&mut ctx));
             if let Err(err) = expired {
                 *lock_state_suspect = true;
                 return Err(err);
@@ -379,4 +370,21 @@ impl WriterLoop {
         }
         self.writes.commit()
     }
+}
+
+/// One rule of upkeep for each part of memory (serving waiters, ending what is due), run
+/// in order on behalf of nobody: what they grant is answered once the batch commits.
+type Upkeep = fn(&mut WriteCtx<'_>) -> Result<()>;
+
+fn upkeep(
+    storage: &dyn Storage,
+    memory: &mut Memory,
+    now_ms: i64,
+    mono_now: Duration,
+    deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+    steps: [Upkeep; 3],
+) -> Result<()> {
+    let mut no_reply = None;
+    let mut ctx = WriteCtx::new(storage, memory, now_ms, mono_now, &mut no_reply, deferred);
+    steps.iter().try_for_each(|step| step(&mut ctx))
 }
