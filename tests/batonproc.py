@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -23,11 +25,23 @@ class Daemon:
         self.home = home
         self.socket = home / "baton.sock"
         self.log = open(home / "batond.log", "wb")
+        env = {**os.environ, "RUST_LOG": "warn"}
+        env.pop("BATON_DATABASE_URL", None)
+        # With BATON_TEST_BACKEND=postgres, each daemon gets a fresh database on the
+        # server at BATON_TEST_POSTGRES_URL (scripts/test finds or starts one).
+        # A daemon started again on the same home finds its database again; every
+        # database made is dropped when the tests end.
+        if os.environ.get("BATON_TEST_BACKEND") == "postgres":
+            database = "baton_py_" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:32]
+            if database not in _DATABASES:
+                _postgres(f"CREATE DATABASE {database}")
+                _DATABASES.add(database)
+            env["BATON_DATABASE_URL"] = _database_url(database)
         self.proc = subprocess.Popen(
             [str(BIN_DIR / "batond"), "--home", str(home), *args],
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "RUST_LOG": "warn"},
+            env=env,
         )
         deadline = time.monotonic() + 60
         while True:
@@ -54,6 +68,32 @@ class Daemon:
         self.proc.terminate()
         self.proc.wait(timeout=30)
         self.log.close()
+
+
+_DATABASES: set[str] = set()
+
+
+@atexit.register
+def _drop_databases() -> None:
+    for database in _DATABASES:
+        _postgres(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def _server_url() -> str:
+    url = os.environ.get("BATON_TEST_POSTGRES_URL", "")
+    if not url or url == "none":
+        raise RuntimeError("BATON_TEST_BACKEND=postgres needs BATON_TEST_POSTGRES_URL (scripts/test sets it)")
+    return url
+
+
+def _database_url(name: str) -> str:
+    base = _server_url()
+    return base[: base.rindex("/") + 1] + name
+
+
+def _postgres(sql: str) -> None:
+    """Runs one statement on the test server's own database, with psql."""
+    subprocess.run(["psql", "-q", "-v", "ON_ERROR_STOP=1", _server_url(), "-c", sql], check=True, capture_output=True)
 
 
 

@@ -2,7 +2,8 @@
 // tests/batonproc.py starts it) and mcp-bridge sessions driven by the official SDK's
 // Client over StdioClientTransport, the way MCP hosts built on that SDK run it.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -40,6 +41,19 @@ export function rawCall(socket, method, params = {}) {
   });
 }
 
+function serverUrl() {
+  const url = process.env.BATON_TEST_POSTGRES_URL;
+  if (!url || url === 'none') {
+    throw new Error('BATON_TEST_BACKEND=postgres needs BATON_TEST_POSTGRES_URL (scripts/test sets it)');
+  }
+  return url;
+}
+
+/** Runs one statement on the test server's own database, with psql. */
+function postgres(sql) {
+  execFileSync('psql', ['-q', '-v', 'ON_ERROR_STOP=1', serverUrl(), '-c', sql], { stdio: 'pipe' });
+}
+
 /** A batond process on a temporary BATON_HOME; `env` adds settings (BATON_MAX_VALUE_BYTES...). */
 export class Daemon {
   static async start(env = {}) {
@@ -54,9 +68,19 @@ export class Daemon {
     this.socket = join(home, 'baton.sock');
     this.logPath = join(home, 'batond.log');
     const log = openSync(this.logPath, 'w');
+    const settings = { ...process.env, RUST_LOG: 'warn', BATON_ENV_FILE: join(home, 'absent.env'), ...env };
+    delete settings.BATON_DATABASE_URL;
+    // With BATON_TEST_BACKEND=postgres, each daemon gets a fresh database on the server at
+    // BATON_TEST_POSTGRES_URL (scripts/test finds or starts one); dropped by remove().
+    if (process.env.BATON_TEST_BACKEND === 'postgres') {
+      this.database = `baton_ts_${randomUUID().replaceAll('-', '')}`;
+      postgres(`CREATE DATABASE ${this.database}`);
+      const server = serverUrl();
+      settings.BATON_DATABASE_URL = server.slice(0, server.lastIndexOf('/') + 1) + this.database;
+    }
     this.proc = spawn(join(BIN_DIR, 'batond'), ['--home', home], {
       stdio: ['ignore', log, log],
-      env: { ...process.env, RUST_LOG: 'warn', BATON_ENV_FILE: join(home, 'absent.env'), ...env },
+      env: settings,
     });
     closeSync(log);
     this.exited = once(this.proc, 'exit');
@@ -96,6 +120,7 @@ export class Daemon {
   async remove() {
     await this.stop();
     rmSync(this.home, { recursive: true, force: true });
+    if (this.database) postgres(`DROP DATABASE IF EXISTS ${this.database} WITH (FORCE)`);
   }
 }
 
