@@ -142,3 +142,22 @@ def test_the_read_grant_cannot_write_on_the_socket() -> None:
             assert refused["error"]["code"] == 403, refused  # type: ignore[index]
             refused = call("AcquireResourceLock", {"resource_key": "tool:x", "owner": "me"})
             assert refused["error"]["code"] == 403, refused  # type: ignore[index]
+
+
+def test_a_revoked_token_ends_the_dashboards_event_stream(http_daemon: Tuple[Daemon, str]) -> None:
+    daemon, base = http_daemon
+    created = daemon.call("CreateToken", {"name": "dashboard", "scopes": ["read"]})
+    cookie = login(base, created["token"])[2].split(";")[0]
+    daemon.call("Publish", {"topic": "before", "payload": {}})
+    request = urllib.request.Request(f"{base}/events?tail=10", headers={"Cookie": cookie})
+    with urllib.request.urlopen(request, timeout=60) as stream:
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        first = b""
+        while b"custom.before" not in first:
+            first += stream.readline()
+        daemon.call("RevokeToken", {"token_id": created["token_id"]})
+        # The stream checks its token every 15 s and ends once it is revoked: read to the end.
+        rest = stream.read()
+    assert b"custom.before" not in rest
+    status, _ = api(base, cookie, "ListAgents", {})
+    assert status == 401

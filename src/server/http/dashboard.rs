@@ -24,6 +24,7 @@ use tokio::io::{ReadHalf, WriteHalf};
 
 use super::super::connection::{self, Peer};
 use super::{authorized, presented, refuse, verify, Http, SESSION_COOKIE};
+use crate::methods::auth::token_scopes;
 
 const INDEX: &str = include_str!("assets/index.html");
 const LOGIN: &str = include_str!("assets/login.html");
@@ -60,6 +61,9 @@ pub const READ_METHODS: &[&str] = &[
     "List",
     "History",
 ];
+
+/// How often an open event stream checks that its token is still valid.
+const RECHECK_TOKEN: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Events the journal tail starts with when a page opens.
 const MAX_TAIL: u64 = 1000;
@@ -333,21 +337,32 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
         }
         Err(err) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
-    let shutdown = http.shutdown.clone();
     let mut waiters = http.app.writer.lock_waiters_changed();
     waiters.borrow_and_update();
-    let state = (conn, shutdown, waiters);
-    let stream = futures::stream::unfold(state, |(mut conn, shutdown, mut waiters)| async move {
+    let mut recheck = tokio::time::interval(RECHECK_TOKEN);
+    recheck.reset();
+    let state = (conn, http.clone(), visitor.token, waiters, recheck);
+    let stream = futures::stream::unfold(state, |state| async move {
+        let (mut conn, http, token, mut waiters, mut recheck) = state;
         loop {
             let line = tokio::select! {
-                _ = shutdown.cancelled() => return None,
+                _ = http.shutdown.cancelled() => return None,
+                _ = recheck.tick() => {
+                    // A revoked or expired token ends the stream too; the browser's
+                    // reconnection is then refused and the page goes back to the login.
+                    match tokio::task::block_in_place(|| token_scopes(&http.app, &token)) {
+                        Ok(None) => return None,
+                        Ok(Some(_)) | Err(_) => continue,
+                    }
+                }
                 changed = waiters.changed() => {
                     if changed.is_err() {
                         return None;
                     }
                     // Not a journal event: a request began or stopped waiting for a lock.
                     let sse = Event::default().event("waiting").data("{}");
-                    return Some((Ok::<_, Infallible>(sse), (conn, shutdown, waiters)));
+                    let state = (conn, http, token, waiters, recheck);
+                    return Some((Ok::<_, Infallible>(sse), state));
                 }
                 line = conn.next() => line,
             };
@@ -360,7 +375,7 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
                     let sse = Event::default()
                         .id(event["seq"].to_string())
                         .data(event.to_string());
-                    return Some((Ok(sse), (conn, shutdown, waiters)));
+                    return Some((Ok(sse), (conn, http, token, waiters, recheck)));
                 }
                 Some("SubscriptionEnded") => return None,
                 _ => continue,

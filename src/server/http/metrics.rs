@@ -68,127 +68,122 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
             let _ = writeln!(out, "baton_{name}{labels} {value}");
         }
     };
-    let one = |v: u64| vec![(String::new(), v as f64)];
-    metric(
-        "uptime_seconds",
-        "gauge",
-        "Seconds since batond started.",
-        &one(m.uptime_secs),
-    );
-    metric(
-        "instances",
-        "gauge",
-        "batond instances heartbeating on this database (1 on SQLite).",
-        &one(m.instances),
-    );
-    metric(
-        "connections_open",
-        "gauge",
-        "Client connections open.",
-        &one(m.connections.open),
-    );
-    metric(
-        "connections_total",
-        "counter",
-        "Client connections accepted.",
-        &one(m.connections.total),
-    );
-    metric(
-        "accept_errors_total",
-        "counter",
-        "Connections that could not be accepted.",
-        &one(m.connections.accept_errors),
-    );
-    metric(
-        "auth_failures_total",
-        "counter",
-        "Failed authentications.",
-        &one(m.auth.failures),
-    );
-    metric(
-        "records_live",
-        "gauge",
-        "Live records.",
-        &one(m.records.live),
-    );
-    metric(
-        "records_tombstones",
-        "gauge",
-        "Deleted keys' tombstones.",
-        &one(m.records.tombstones),
-    );
-    metric(
-        "journal_length",
-        "gauge",
-        "Events in the journal.",
-        &one(m.journal.length),
-    );
-    metric(
-        "journal_head_seq",
-        "gauge",
-        "The last journal seq (the revision).",
-        &one(m.journal.head_seq),
-    );
-    metric(
-        "commits_total",
-        "counter",
-        "Write transactions committed.",
-        &one(m.storage.commits),
-    );
-    metric(
-        "failed_commits_total",
-        "counter",
-        "Write transactions that failed.",
-        &one(m.storage.failed_commits),
-    );
-    metric(
-        "writes_total",
-        "counter",
-        "Write requests applied.",
-        &one(m.storage.writes),
-    );
-    metric(
-        "database_bytes",
-        "gauge",
-        "Size of the database file.",
-        &one(m.storage.db_bytes),
-    );
-    metric(
-        "wal_bytes",
-        "gauge",
-        "Size of the write-ahead log.",
-        &one(m.storage.wal_bytes),
-    );
-    metric(
-        "locks_live",
-        "gauge",
-        "Live lock leases.",
-        &one(m.locks.live),
-    );
-    metric(
-        "locks_waiting",
-        "gauge",
-        "Requests waiting to acquire a lock.",
-        &one(m.locks.waiting),
-    );
-    metric(
-        "locks_watching",
-        "gauge",
-        "WaitResourceLock calls waiting.",
-        &one(m.locks.watching),
-    );
-    metric(
-        "node_waiters",
-        "gauge",
-        "Workers waiting in AcquireNextNode.",
-        &one(m.node_waiters),
-    );
-    metric(
-        "inbox_waiters",
-        "gauge",
-        "Agents waiting in ReadInbox.",
-        &one(m.inbox_waiters),
-    );
+    // One sample each, unlabelled.
+    let single: [(&str, &str, &str, u64); 20] = [
+        (
+            "uptime_seconds",
+            "gauge",
+            "Seconds since batond started.",
+            m.uptime_secs,
+        ),
+        (
+            "instances",
+            "gauge",
+            "batond instances heartbeating on this database (1 on SQLite).",
+            m.instances,
+        ),
+        (
+            "connections_open",
+            "gauge",
+            "Client connections open.",
+            m.connections.open,
+        ),
+        (
+            "connections_total",
+            "counter",
+            "Client connections accepted.",
+            m.connections.total,
+        ),
+        (
+            "accept_errors_total",
+            "counter",
+            "Connections that could not be accepted.",
+            m.connections.accept_errors,
+        ),
+        (
+            "auth_failures_total",
+            "counter",
+            "Failed authentications.",
+            m.auth.failures,
+        ),
+        ("records_live", "gauge", "Live records.", m.records.live),
+        (
+            "records_tombstones",
+            "gauge",
+            "Deleted keys' tombstones.",
+            m.records.tombstones,
+        ),
+        (
+            "journal_length",
+            "gauge",
+            "Events in the journal.",
+            m.journal.length,
+        ),
+        (
+            "journal_head_seq",
+            "gauge",
+            "The last journal seq (the revision).",
+            m.journal.head_seq,
+        ),
+        (
+            "commits_total",
+            "counter",
+            "Write transactions committed.",
+            m.storage.commits,
+        ),
+        (
+            "failed_commits_total",
+            "counter",
+            "Write transactions that failed.",
+            m.storage.failed_commits,
+        ),
+        (
+            "writes_total",
+            "counter",
+            "Write requests applied.",
+            m.storage.writes,
+        ),
+        (
+            "database_bytes",
+            "gauge",
+            "Size of the database file.",
+            m.storage.db_bytes,
+        ),
+        (
+            "wal_bytes",
+            "gauge",
+            "Size of the write-ahead log.",
+            m.storage.wal_bytes,
+        ),
+        ("locks_live", "gauge", "Live lock leases.", m.locks.live),
+        (
+            "locks_waiting",
+            "gauge",
+            "Requests waiting to acquire a lock.",
+            m.locks.waiting,
+        ),
+        (
+            "locks_watching",
+            "gauge",
+            "WaitResourceLock calls waiting.",
+            m.locks.watching,
+        ),
+        (
+            "node_waiters",
+            "gauge",
+            "Workers waiting in AcquireNextNode.",
+            m.node_waiters,
+        ),
+        (
+            "inbox_waiters",
+            "gauge",
+            "Agents waiting in ReadInbox.",
+            m.inbox_waiters,
+        ),
+    ];
+    for (name, kind, help, value) in single {
+        metric(name, kind, help, &[(String::new(), value as f64)]);
+    }
     let by = |map: &std::collections::BTreeMap<String, u64>, key: &str| {
         map.iter()
             .map(|(k, v)| (format!("{{{key}=\"{}\"}}", label(k)), *v as f64))
