@@ -2,7 +2,7 @@
 //! from a release to a queued waiter, and a guard check as a whole `baton` process.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -20,10 +20,11 @@ pub fn release_request(lease: &serde_json::Value) -> serde_json::Value {
         "params": {"resource_key": lease["resource_key"], "lease_id": lease["lease_id"]}})
 }
 
-/// Durable acquire+release cycles per second from `conns` connections on distinct keys.
-pub async fn lock_cycles(path: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
+/// Durable acquire+release cycles per second from `conns` connections on distinct keys,
+/// connection `c` on daemon `c % sockets.len()`.
+pub async fn lock_cycles(sockets: &[PathBuf], conns: usize, per_conn: usize) -> (f64, u64) {
     clients(conns, per_conn, |c| {
-        let path = path.to_path_buf();
+        let path = sockets[c % sockets.len()].clone();
         async move {
             let (mut lines, mut w) = connect(&path).await;
             let mut errors = 0;

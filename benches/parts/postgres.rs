@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio::io::AsyncWriteExt;
 
-use super::{clients, connect, field, percentile, round_trip, start_daemon_with, Row};
+use super::{connect, percentile, round_trip, start_daemon_with, Row};
 
 fn server_url() -> String {
     std::env::var("BATON_BENCH_POSTGRES_URL")
@@ -37,63 +37,6 @@ async fn admin(sql: &str) -> bool {
             false
         }
     }
-}
-
-/// Durable compare-and-set Sets per second from `conns` connections, each on its own key,
-/// connection `c` on daemon `c % sockets.len()`.
-async fn cas_over(sockets: &[PathBuf], conns: usize, per_conn: usize) -> (f64, u64) {
-    clients(conns, per_conn, |c| {
-        let path = sockets[c % sockets.len()].clone();
-        async move {
-            let (mut lines, mut w) = connect(&path).await;
-            let (mut version, mut errors) = (0u64, 0u64);
-            for i in 0..per_conn {
-                let line = format!(
-                    "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
-                );
-                let answer = round_trip(&mut lines, &mut w, line.as_bytes()).await;
-                match field(&answer, "\"version\":").and_then(|v| v.parse().ok()) {
-                    Some(v) => version = v,
-                    None => {
-                        errors += 1;
-                        eprintln!("unexpected answer: {answer}");
-                    }
-                }
-            }
-            errors
-        }
-    })
-    .await
-}
-
-/// Acquire+release cycles per second from `conns` connections spread over the daemons.
-async fn cycles_over(sockets: &[PathBuf], conns: usize, per_conn: usize) -> (f64, u64) {
-    clients(conns, per_conn, |c| {
-        let path = sockets[c % sockets.len()].clone();
-        async move {
-            let (mut lines, mut w) = connect(&path).await;
-            let mut errors = 0;
-            for i in 0..per_conn {
-                let key = format!("file:cycle/c{c}/k{i}.rs");
-                let acquire = format!("{{\"id\":1,\"method\":\"AcquireResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"owner\":\"bench\",\"ttl_secs\":600}}}}\n");
-                let lease = round_trip(&mut lines, &mut w, acquire.as_bytes()).await;
-                let Some(lease_id) = field(&lease, "\"lease_id\":") else {
-                    errors += 1;
-                    eprintln!("unexpected answer: {lease}");
-                    continue;
-                };
-                let release = format!("{{\"id\":2,\"method\":\"ReleaseResourceLock\",\"params\":{{\"resource_key\":\"{key}\",\"lease_id\":\"{lease_id}\"}}}}\n");
-                if !round_trip(&mut lines, &mut w, release.as_bytes())
-                    .await
-                    .contains("\"result\"")
-                {
-                    errors += 1;
-                }
-            }
-            errors
-        }
-    })
-    .await
 }
 
 /// Median microseconds from sending a Set to `writer_path` until a subscriber on
@@ -194,8 +137,9 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, cas_per_conn: usize)
     {
         let pg = start(2, Some(&url));
         let sqlite = start(1, None);
-        let (pg_cas, e1) = cas_over(&pg.sockets, 64, cas_per_conn / 4).await;
-        let (lite_cas, e2) = cas_over(&sqlite.sockets, 64, cas_per_conn / 4).await;
+        let (pg_cas, e1) = super::concurrent_cas_sets(&pg.sockets, 64, cas_per_conn / 4).await;
+        let (lite_cas, e2) =
+            super::concurrent_cas_sets(&sqlite.sockets, 64, cas_per_conn / 4).await;
         row(
             rows,
             "PostgreSQL: durable CAS, 64 conns over 2 instances",
@@ -203,8 +147,8 @@ pub async fn compare(rows: &mut Vec<Row>, errors: &mut u64, cas_per_conn: usize)
             ">= 5000 /s",
             Some(pg_cas >= 5000.0),
         );
-        let (pg_cycles, e3) = cycles_over(&pg.sockets, 16, cycles).await;
-        let (lite_cycles, e4) = cycles_over(&sqlite.sockets, 16, cycles).await;
+        let (pg_cycles, e3) = super::locks::lock_cycles(&pg.sockets, 16, cycles).await;
+        let (lite_cycles, e4) = super::locks::lock_cycles(&sqlite.sockets, 16, cycles).await;
         row(
             rows,
             "PostgreSQL: lock cycles, 16 conns over 2 instances",

@@ -245,9 +245,10 @@ fn json_error(status: StatusCode, message: &str) -> Response {
 /// `POST /api/call {method, params}`: one read method, answered as batond answers it
 /// (`{result}` or `{error}`).
 async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> Response {
-    let visitor = match authorized(&http, &headers, HOW_TO_LOG_IN) {
-        Ok(visitor) => visitor,
-        Err(refused) => return refused.into_response(),
+    // The connection's Authenticate is the token check (401 when it fails).
+    let mut conn = match connect(&http, &headers).await {
+        Ok(conn) => conn,
+        Err(refused) => return refused,
     };
     // A cross-site form cannot send this content type without the browser asking first.
     let is_json = headers
@@ -286,11 +287,7 @@ async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) ->
         );
     }
     let params = request.params.unwrap_or_else(|| json!({}));
-    let answer = match Inproc::open(&http, &visitor.token).await {
-        Ok(mut conn) => conn.call(&request.method, params).await,
-        Err(refused) => return refused.into_response(),
-    };
-    match answer {
+    match conn.call(&request.method, params).await {
         Ok(answer) => json_answer(StatusCode::OK, &answer),
         Err(err) => json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
@@ -301,9 +298,8 @@ async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) ->
 /// the last `tail` events (at most 1,000), then live; and a `waiting` event whenever
 /// requests start or stop waiting for locks, which the journal does not record.
 async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> Response {
-    let visitor = match authorized(&http, &headers, HOW_TO_LOG_IN) {
-        Ok(visitor) => visitor,
-        Err(refused) => return refused.into_response(),
+    let Some(token) = presented(&headers) else {
+        return refuse(StatusCode::UNAUTHORIZED, HOW_TO_LOG_IN);
     };
     let resumed = headers
         .get("last-event-id")
@@ -319,7 +315,8 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
             let head = *http.app.writer.head().borrow();
             head.saturating_sub(tail)
         });
-    let mut conn = match Inproc::open(&http, &visitor.token).await {
+    // The connection's Authenticate is the token check (401 when it fails).
+    let mut conn = match Inproc::open(&http, &token).await {
         Ok(conn) => conn,
         Err(refused) => return refused.into_response(),
     };
@@ -341,7 +338,7 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
     waiters.borrow_and_update();
     let mut recheck = tokio::time::interval(RECHECK_TOKEN);
     recheck.reset();
-    let state = (conn, http.clone(), visitor.token, waiters, recheck);
+    let state = (conn, http.clone(), token, waiters, recheck);
     let stream = futures::stream::unfold(state, |state| async move {
         let (mut conn, http, token, mut waiters, mut recheck) = state;
         loop {
@@ -389,6 +386,15 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
         .headers_mut()
         .insert(header::CACHE_CONTROL, "no-store".parse().expect("a header"));
     response
+}
+
+/// An in-process connection authenticated with the token the request presents; else the
+/// refusal (401).
+async fn connect(http: &Http, headers: &HeaderMap) -> Result<Inproc, Response> {
+    match presented(headers) {
+        Some(token) => Inproc::open(http, &token).await,
+        None => Err(refuse(StatusCode::UNAUTHORIZED, HOW_TO_LOG_IN)),
+    }
 }
 
 /// A connection to this daemon inside the process, served by `connection::serve` like a
