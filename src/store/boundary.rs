@@ -192,19 +192,10 @@ impl ForeignChanges {
     };
 }
 
-/// Resource-lock leases and the last outcome of each key. Lookups by lease, by key and by
-/// path (`exclusive_only`: only exclusive leases count); the conflict rule (which leases
-/// exclude which) is `methods::locks`'s.
+/// Resource-lock leases and the last outcome of each key. The writer reads every live
+/// lease at start and after a rollback or another daemon's change, and judges conflicts
+/// from its own copy (`methods::locks`).
 pub trait Leases {
-    /// Every lease on exactly this key, oldest first.
-    fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>>;
-    fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>>;
-    /// A lease on any key with this path.
-    fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
-    /// A `dir:` lease whose path is exactly `path`.
-    fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
-    /// A lease on a path strictly inside `path/`.
-    fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>>;
     /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
     fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()>;

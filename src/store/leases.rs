@@ -32,53 +32,7 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     })
 }
 
-/// The first lease `sql` (a query over `locks` taking `args`) finds.
-fn first(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Option<LeaseRow>> {
-    Ok(conn
-        .prepare_cached(&format!("SELECT {LEASE_COLUMNS} FROM locks {sql}"))?
-        .query_row(args, lease_row)
-        .optional()?)
-}
-
 impl Leases for Connection {
-    fn holders(&self, resource_key: &str) -> Result<Vec<LeaseRow>> {
-        let mut stmt = self.prepare_cached(&format!(
-            "SELECT {LEASE_COLUMNS} FROM locks WHERE resource_key = ?1 ORDER BY fencing_token"
-        ))?;
-        let rows = stmt.query_map([resource_key], lease_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
-    fn lease_by_id(&self, lease_id: &str) -> Result<Option<LeaseRow>> {
-        first(self, "WHERE lease_id = ?1", [lease_id])
-    }
-
-    fn lease_on_path(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        first(
-            self,
-            "WHERE path = ?1 AND (?2 = 0 OR mode = 'exclusive') LIMIT 1",
-            params![path, exclusive_only],
-        )
-    }
-
-    fn dir_lease_at(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        first(
-            self,
-            "WHERE path = ?1 AND kind = 'dir' AND (?2 = 0 OR mode = 'exclusive') LIMIT 1",
-            params![path, exclusive_only],
-        )
-    }
-
-    fn lease_inside(&self, path: &str, exclusive_only: bool) -> Result<Option<LeaseRow>> {
-        // Every path strictly inside `path/`: from "path/" up to "path0" ('0' follows '/').
-        first(
-            self,
-            "WHERE path > ?1 AND path < ?2 AND path IS NOT NULL AND (?3 = 0 OR mode = 'exclusive')
-             LIMIT 1",
-            params![format!("{path}/"), format!("{path}0"), exclusive_only],
-        )
-    }
-
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>> {
         let mut stmt = self.prepare_cached(&format!(
             "SELECT {LEASE_COLUMNS} FROM locks

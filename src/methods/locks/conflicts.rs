@@ -2,13 +2,15 @@
 //! shared ones, or (a counting key, `slots: N`) by up to N; the `dir:`/`file:` hierarchy
 //! applies mode-wise: a shared `dir:src` lets shared locks inside it be taken and keeps
 //! exclusive ones out, and an exclusive lock conflicts with any lock on an ancestor or a
-//! descendant. Point and range lookups: the cost grows with the path's depth, not with the
-//! number of locks.
+//! descendant. Point and range lookups in the writer's mirror of the leases: the cost grows
+//! with the path's depth, not with the number of locks, and no storage is read.
 
 use crate::error::{Error, Result};
 use crate::protocol::locks::LockMode;
 use crate::resource_key::ResourceKey;
-use crate::store::boundary::{LeaseRow, Leases};
+use crate::store::boundary::LeaseRow;
+
+use super::held::Held;
 
 /// How a request wants to hold its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,8 +40,8 @@ pub struct Blockers {
 
 /// What stands in the way of holding `key` as `want` now; None when nothing does.
 /// A request whose slots do not match the key's is refused (400), naming the key's.
-pub fn blockers(leases: &dyn Leases, key: &ResourceKey, want: Want) -> Result<Option<Blockers>> {
-    let holders = leases.holders(&key.key)?;
+pub fn blockers(held: &Held, key: &ResourceKey, want: Want) -> Result<Option<Blockers>> {
+    let holders = held.holders(&key.key);
     if let Some(first) = holders.first() {
         match (first.slots, want.slots) {
             (Some(n), Some(m)) if n != m => {
@@ -83,27 +85,25 @@ pub fn blockers(leases: &dyn Leases, key: &ResourceKey, want: Want) -> Result<Op
     let Some(path) = key.path.as_deref() else {
         return Ok(None);
     };
-    let one = |row: LeaseRow| {
+    let one = |row: &LeaseRow| {
         Some(Blockers {
             conflicting_key: row.resource_key.clone(),
-            rows: vec![row],
+            rows: vec![row.clone()],
             many: false,
         })
     };
     // Shared wants mind only exclusive leases; exclusive wants mind every lease.
     let exclusive_only = want.mode == LockMode::Shared;
-    if let Some(row) = leases.lease_on_path(path, exclusive_only)? {
-        if row.resource_key != key.key {
-            return Ok(one(row));
-        }
+    if let Some(row) = held.other_on_path(path, &key.key, exclusive_only) {
+        return Ok(one(row));
     }
     for ancestor in key.ancestors() {
-        if let Some(row) = leases.dir_lease_at(ancestor, exclusive_only)? {
+        if let Some(row) = held.dir_at(ancestor, exclusive_only) {
             return Ok(one(row));
         }
     }
     if key.is_dir() {
-        if let Some(row) = leases.lease_inside(path, exclusive_only)? {
+        if let Some(row) = held.inside(path, exclusive_only) {
             return Ok(one(row));
         }
     }

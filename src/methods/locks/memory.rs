@@ -1,7 +1,7 @@
-//! The writer's memory of locks: what only the running daemon needs beside the stored
-//! leases (each lease's monotonic deadline, the FIFO waiter queues and the watchers of
-//! WaitResourceLock, all kept by a `Schedule`; which connection holds which
-//! `release_on_disconnect` lease).
+//! The writer's memory of locks: a mirror of the stored leases ([`Held`]), and what only
+//! the running daemon needs beside them (each lease's monotonic deadline, the FIFO waiter
+//! queues and the watchers of WaitResourceLock, all kept by a `Schedule`; which
+//! connection holds which `release_on_disconnect` lease).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -11,9 +11,10 @@ use crate::resource_key::ResourceKey;
 
 use super::super::schedule::Schedule;
 use super::super::writer::{Reply, ReplyTx};
-use crate::store::boundary::Leases;
+use crate::store::boundary::{LeaseRow, Leases};
 
 use super::conflicts::Want;
+use super::held::Held;
 use super::rules::AcquireRequest;
 
 /// What a lock lease carries beside its id and deadline.
@@ -100,6 +101,8 @@ pub(super) type Locks = Schedule<String, Holder, Queue, String, Wait>;
 /// The writer's in-memory lock state.
 #[derive(Default)]
 pub struct LockState {
+    /// Every live lease, as storage holds it.
+    pub(super) held: Held,
     pub(super) schedule: Locks,
     /// The `release_on_disconnect` leases of each connection, by lease id.
     pub(super) by_connection: HashMap<u64, HashSet<String>>,
@@ -111,13 +114,11 @@ impl LockState {
         self.schedule.next_deadline()
     }
 
-    pub(super) fn track(
-        &mut self,
-        lease_id: String,
-        deadline: Duration,
-        connection: Option<u64>,
-        acquired_on: u64,
-    ) {
+    /// Follows a lease just granted, extended or found in storage.
+    pub(super) fn track(&mut self, row: LeaseRow, deadline: Duration, acquired_on: u64) {
+        let lease_id = row.lease_id.clone();
+        let connection = row.holder_connection;
+        self.held.insert(row);
         if let Some(c) = connection {
             self.by_connection
                 .entry(c)
@@ -133,6 +134,7 @@ impl LockState {
     }
 
     pub(super) fn forget(&mut self, lease_id: &str) {
+        self.held.remove(lease_id);
         if let Some(lease) = self.schedule.forget(lease_id) {
             if let Some(c) = lease.data.connection {
                 if let Some(keys) = self.by_connection.get_mut(&c) {
@@ -162,8 +164,9 @@ impl LockState {
         self.schedule.queued_in(Queue::Watch)
     }
 
-    /// Rebuilds the lease map from storage, after a write failed and was rolled back.
-    /// Waiters and watchers are kept; the next release or expiry serves them.
+    /// Rebuilds the leases from storage, after a write failed and was rolled back or
+    /// another daemon changed them. Waiters and watchers are kept; the next release or
+    /// expiry serves them.
     pub fn reload(&mut self, leases: &dyn Leases, now_ms: i64, mono_now: Duration) -> Result<()> {
         let rows = leases.leases("", None)?;
         let acquired_on: HashMap<String, u64> = self
@@ -172,11 +175,12 @@ impl LockState {
             .map(|(_, lease)| (lease.lease_id, lease.data.acquired_on))
             .collect();
         self.by_connection.clear();
+        self.held.clear();
         for row in rows {
             let remaining = Duration::from_millis((row.expires_at - now_ms).max(0) as u64);
             let on = acquired_on.get(&row.lease_id).copied().unwrap_or(0);
             let deadline = mono_now + remaining;
-            self.track(row.lease_id, deadline, row.holder_connection, on);
+            self.track(row, deadline, on);
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 mod conflicts;
 
 pub use conflicts::Want;
+mod held;
 mod memory;
 pub mod rules;
 

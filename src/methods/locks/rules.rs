@@ -2,10 +2,10 @@
 //! `dir:`/`file:` hierarchy), first-come-first-served waiting, fencing tokens, expiry,
 //! leases tied to a connection, and what each change puts in the journal. Storage (the
 //! [`Leases`] boundary) holds the leases, so they survive restarts and every change
-//! commits with its journal event; the writer's memory ([`LockState`]) holds what only the
-//! running daemon needs: each lease's monotonic deadline, the FIFO waiter queues, the
-//! watchers of WaitResourceLock, and which connection holds which `release_on_disconnect`
-//! leases.
+//! commits with its journal event; the writer's memory ([`LockState`]) holds a copy of
+//! the live leases, which conflict checks read, and what only the running daemon needs:
+//! each lease's monotonic deadline, the FIFO waiter queues, the watchers of
+//! WaitResourceLock, and which connection holds which `release_on_disconnect` leases.
 //!
 //! Invariant: before any lock request is served, every lease whose deadline has passed is
 //! ended (`expire_due`), so no answer ever shows a dead holder as live.
@@ -118,7 +118,7 @@ pub struct ReleaseRequest {
 fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
     let mut data = serde_json::Map::new();
     data.insert("resource_key".into(), key.into());
-    let holder = ctx.leases().holders(key)?.into_iter().next();
+    let holder = ctx.locks.held.holders(key).into_iter().next();
     let next = match &holder {
         Some(row) => {
             data.insert(
@@ -187,7 +187,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut ended = false;
     while let Some(due) = ctx.locks.schedule.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease(lease_id) => match ctx.leases().lease_by_id(&lease_id)? {
+            Due::Lease(lease_id) => match ctx.locks.held.by_id(&lease_id).cloned() {
                 Some(row) => {
                     end_lease(ctx, &row, "expired", None, None)?;
                     ended = true;
@@ -196,7 +196,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
             },
             Due::Wait(Wait::Acquire(waiter)) => {
                 let request = &waiter.request;
-                let answer = match blockers(ctx.leases(), &request.key, request.want) {
+                let answer = match blockers(&ctx.locks.held, &request.key, request.want) {
                     Ok(Some(b)) => busy(&request.key, &b, ctx.now_ms),
                     // Freed in this same instant: the waiter gets it.
                     Ok(None) => grant(ctx, request).and_then(|r| reply(&r)),
@@ -205,7 +205,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 ctx.deferred.push((waiter.reply, answer));
             }
             Due::Wait(Wait::Watch(w)) => {
-                let answer = match blockers(ctx.leases(), &w.key, Want::EXCLUSIVE)? {
+                let answer = match blockers(&ctx.locks.held, &w.key, Want::EXCLUSIVE)? {
                     Some(b) => reply(&WaitResult::Timeout {
                         resource_key: w.key.key.clone(),
                         held_by: held_by(&b.rows[0], ctx.now_ms)?,
@@ -287,13 +287,6 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
             ..NewEvent::default()
         },
     )?;
-    let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
-    ctx.locks.track(
-        lease_id.clone(),
-        deadline,
-        holder_connection,
-        request.connection,
-    );
     let row = LeaseRow {
         resource_key: request.key.key.clone(),
         lease_id,
@@ -308,6 +301,8 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         mode: request.want.mode,
         slots: request.want.slots,
     };
+    let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
+    ctx.locks.track(row.clone(), deadline, request.connection);
     let previous = ctx.leases().previous(&request.key.key)?;
     Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
 }
@@ -324,7 +319,7 @@ pub fn acquire(
             request.owner = session.name;
         }
     }
-    let holders = ctx.leases().holders(&request.key.key)?;
+    let holders = ctx.locks.held.holders(&request.key.key);
     if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {
         let previous = ctx.leases().previous(&row.resource_key)?;
         let mut lease = lease(&row, ctx.now_ms, previous)?;
@@ -345,11 +340,11 @@ pub fn acquire(
     if ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
         serve_waiters(ctx)?;
     }
-    let mut in_the_way = blockers(ctx.leases(), &request.key, request.want)?;
+    let mut in_the_way = blockers(&ctx.locks.held, &request.key, request.want)?;
     // Someone still queued (an exclusive request behind shared holders) keeps later
     // requests behind it, whatever they ask for: no writer starves.
     if in_the_way.is_none() && ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
-        in_the_way = blockers(ctx.leases(), &request.key, Want::EXCLUSIVE)?;
+        in_the_way = blockers(&ctx.locks.held, &request.key, Want::EXCLUSIVE)?;
     }
     let Some(in_the_way) = in_the_way else {
         return grant(ctx, &request).map(Served::Now);
@@ -372,7 +367,6 @@ pub fn acquire(
 
 /// Hands free keys to their first live waiters, and tells watchers of free keys.
 pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
-    let leases = ctx.leases();
     let keys: Vec<String> = ctx
         .locks
         .schedule
@@ -392,7 +386,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 queues.remove_queue(Queue::Acquire, &key);
                 break;
             };
-            let judged = blockers(leases, front.key(), front.want());
+            let judged = blockers(&ctx.locks.held, front.key(), front.want());
             if matches!(judged, Ok(Some(_))) {
                 break;
             }
@@ -421,7 +415,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             queues.remove_queue(Queue::Watch, &key);
             continue;
         };
-        if blockers(leases, front.key(), Want::EXCLUSIVE)?.is_some() {
+        if blockers(&ctx.locks.held, front.key(), Want::EXCLUSIVE)?.is_some() {
             continue;
         }
         for w in ctx.locks.schedule.remove_queue(Queue::Watch, &key) {
@@ -437,13 +431,13 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
 /// The lease on `key`, if `presented` is it: its id, presented with the token that
 /// obtained it (another token's request gets 410 as if the id did not exist).
 fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -> Result<LeaseRow> {
-    match ctx.leases().lease_by_id(&presented.lease_id)? {
+    match ctx.locks.held.by_id(&presented.lease_id) {
         Some(row) if row.resource_key == key.key && row.token_id == presented.token_id => {
-            return Ok(row)
+            return Ok(row.clone())
         }
         _ => {}
     }
-    match ctx.leases().holders(&key.key)?.is_empty() {
+    match ctx.locks.held.holders(&key.key).is_empty() {
         false => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         true => {
             let why = match ctx.leases().previous(&key.key)? {
@@ -462,19 +456,19 @@ pub fn heartbeat(
     presented: &Presented,
     ttl_ms: u64,
 ) -> Result<HeartbeatResult> {
-    let row = own_lease(ctx, key, presented)?;
+    let mut row = own_lease(ctx, key, presented)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
     ctx.leases().extend_lease(&row.lease_id, expires_at)?;
-    let (connection, acquired_on) = ctx
+    let acquired_on = ctx
         .locks
         .schedule
         .lease(&row.lease_id)
-        .map(|l| (l.data.connection, l.data.acquired_on))
+        .map(|l| l.data.acquired_on)
         .unwrap_or_default();
     ctx.locks.forget(&row.lease_id);
+    row.expires_at = expires_at;
     let deadline = ctx.mono_now + Duration::from_millis(ttl_ms);
-    ctx.locks
-        .track(row.lease_id, deadline, connection, acquired_on);
+    ctx.locks.track(row, deadline, acquired_on);
     Ok(HeartbeatResult {
         resource_key: key.key.clone(),
         expires_at: format_ms(expires_at),
@@ -504,7 +498,7 @@ pub fn release(
 }
 
 pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<StatusResult> {
-    Ok(match blockers(ctx.leases(), key, Want::EXCLUSIVE)? {
+    Ok(match blockers(&ctx.locks.held, key, Want::EXCLUSIVE)? {
         Some(b) => StatusResult::Held {
             resource_key: key.key.clone(),
             held_by: holders(&b, ctx.now_ms)?,
@@ -565,7 +559,7 @@ pub fn wait(
     timeout_ms: u64,
     connection: u64,
 ) -> Result<Served<WaitResult>> {
-    let Some(in_the_way) = blockers(ctx.leases(), &key, Want::EXCLUSIVE)? else {
+    let Some(in_the_way) = blockers(&ctx.locks.held, &key, Want::EXCLUSIVE)? else {
         return Ok(Served::Now(WaitResult::Available {
             previous: ctx.leases().previous(&key.key)?,
             resource_key: key.key,
@@ -622,7 +616,7 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
         .collect();
     let mut ended = false;
     for lease_id in lease_ids {
-        if let Some(row) = ctx.leases().lease_by_id(&lease_id)? {
+        if let Some(row) = ctx.locks.held.by_id(&lease_id).cloned() {
             end_lease(
                 ctx,
                 &row,
@@ -665,8 +659,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             // closes, or dies and falls silent (`methods::instances`).
             let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.locks
-                .track(row.lease_id, deadline, row.holder_connection, 0);
+            ctx.locks.track(row, deadline, 0);
         }
     }
     Ok(())

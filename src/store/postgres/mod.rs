@@ -57,8 +57,6 @@ pub struct PgConn {
     head_hint: Cell<Option<i64>>,
     /// The last fencing token handed out in the writer's transaction, read when it began.
     fence: Cell<Option<i64>>,
-    /// The leases around the key a conflict check asked about last, until the next write.
-    lookup: RefCell<Option<leases::Lookup>>,
 }
 
 /// Lock leases, in [`PgConn::touch`].
@@ -79,7 +77,6 @@ impl PgConn {
             touched: Cell::new(0),
             head_hint: Cell::new(None),
             fence: Cell::new(None),
-            lookup: RefCell::new(None),
         }
     }
 
@@ -144,7 +141,6 @@ impl PgConn {
     /// the next statement, or with the commit. Its values must be literals ([`lit`]).
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
-        self.lookup.take();
         let mut deferred = self.deferred.borrow_mut();
         deferred.push_str(&sql);
         deferred.push_str(";\n");
@@ -159,7 +155,6 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
-        self.lookup.take();
     }
 
     /// Whether a statement failed in the current transaction.
@@ -227,7 +222,6 @@ impl PgConn {
     /// Rows of a statement that writes (`INSERT ... RETURNING`, ...); each counts as a
     /// change.
     pub fn query_write(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
-        self.lookup.take();
         let rows = self.query(sql, params)?;
         self.changed
             .set(self.changed.get() + rows.len().max(1) as u64);
@@ -236,7 +230,6 @@ impl PgConn {
 
     /// Runs a statement that writes; the rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
-        self.lookup.take();
         let n = self.block(async {
             let statement = self.client.prepare_cached(sql).await?;
             self.client.execute(&statement, params).await
