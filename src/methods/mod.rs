@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 
 use crate::app::App;
 use crate::error::{Error, Result};
-use crate::store::boundary::Storage;
+use crate::store::boundary::{Foreseen, Storage};
 
 use idempotency::Idempotency;
 use writer::{ReadFn, Reply, Served, WriteCtx, WriteFn};
@@ -232,7 +232,19 @@ pub enum Plan {
     Write {
         idempotency: Option<Idempotency>,
         apply: WriteFn,
+        /// What it will read, for the batch to read ahead.
+        foreseen: Foreseen,
     },
+}
+
+impl Plan {
+    /// Names what a write will read (see [`Foreseen`]).
+    pub fn foreseeing(mut self, f: impl FnOnce(&mut Foreseen)) -> Plan {
+        if let Plan::Write { foreseen, .. } = &mut self {
+            f(foreseen);
+        }
+        self
+    }
 }
 
 /// A wire method, implemented by its params type.
@@ -304,6 +316,7 @@ pub fn write<M: Method>(
     Ok(Plan::Write {
         idempotency: idempotency::<M>(cx, idempotency_key)?,
         apply: Box::new(move |ctx| reply(&f(ctx)?).map(Some)),
+        foreseen: Foreseen::default(),
     })
 }
 
@@ -320,6 +333,7 @@ pub fn write_or_wait<M: Method>(
             Served::Now(out) => reply(&out).map(Some),
             Served::Later => Ok(None),
         }),
+        foreseen: Foreseen::default(),
     })
 }
 

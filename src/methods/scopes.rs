@@ -270,9 +270,14 @@ fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
             heavy,
             single_statement,
         },
-        Plan::Write { idempotency, apply } => Plan::Write {
+        Plan::Write {
+            idempotency,
+            apply,
+            foreseen,
+        } => Plan::Write {
             idempotency,
             apply: Box::new(move |ctx| apply(ctx)?.map(keep).transpose()),
+            foreseen,
         },
     }
 }

@@ -99,7 +99,7 @@ pub struct HeldBy {
 }
 
 /// What the last holder of a key declared when it let go.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Previous {
     pub outcome: String,
     pub owner: String,

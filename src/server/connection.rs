@@ -318,8 +318,12 @@ fn handle_line(
             return Some(Line::Ready(finish(request.id, answer)));
         }
         Plan::Read { apply, .. } => app.writer.read(apply).map(|rx| (rx, None)),
-        Plan::Write { idempotency, apply } => {
-            let submitted = app.writer.write(idempotency, apply);
+        Plan::Write {
+            idempotency,
+            apply,
+            foreseen,
+        } => {
+            let submitted = app.writer.write(idempotency, apply, foreseen);
             if submitted.is_ok() {
                 writes_in_flight.fetch_add(1, Ordering::AcqRel);
             }

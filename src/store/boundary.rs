@@ -472,6 +472,22 @@ impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents
 
 /// The writer's side of storage: the one connection that writes, in batches (one
 /// transaction each) of requests (one savepoint each).
+/// What a batch's requests will read, named when they are planned, before the batch
+/// begins.
+#[derive(Debug, Default)]
+pub struct Foreseen {
+    /// Keys whose last outcome (`Leases::previous`) an acquisition reads.
+    pub lock_outcomes: Vec<String>,
+}
+
+impl Foreseen {
+    /// Adds what `other` foresees.
+    pub fn add(&mut self, other: &Foreseen) {
+        self.lock_outcomes
+            .extend(other.lock_outcomes.iter().cloned());
+    }
+}
+
 pub trait WriteStorage: Send {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;
@@ -481,8 +497,9 @@ pub trait WriteStorage: Send {
     fn shared(&self) -> bool {
         false
     }
-    /// Starts the batch's transaction.
-    fn begin(&mut self) -> Result<()>;
+    /// Starts the batch's transaction. A backend whose reads are round trips may read what
+    /// the batch's requests are `foreseen` to read along with its first statement.
+    fn begin(&mut self, foreseen: &Foreseen) -> Result<()>;
     /// The storage server's clock (epoch ms) when the batch began, when the database is
     /// shared: every daemon then judges expiry by the same clock, whatever its own says.
     fn server_clock_ms(&self) -> Option<i64> {

@@ -7,7 +7,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 
-use super::boundary::{Storage, WriteStorage};
+use super::boundary::{Foreseen, Storage, WriteStorage};
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
@@ -46,7 +46,7 @@ impl WriteStorage for SqliteWrites {
         &self.conn
     }
 
-    fn begin(&mut self) -> Result<()> {
+    fn begin(&mut self, _foreseen: &Foreseen) -> Result<()> {
         self.run("BEGIN IMMEDIATE")
     }
 

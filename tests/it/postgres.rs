@@ -174,6 +174,43 @@ fn locks_exclude_across_instances_and_fencing_tokens_only_grow() {
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 }
 
+/// Each acquisition shows how the key's last lease ended, whichever instance ended it, and
+/// a lease released on one instance is free on the other at once.
+#[test]
+fn the_previous_outcome_and_the_free_key_cross_instances() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons: Vec<Daemon> = (0..2).map(|_| Daemon::start_shared(&db, &[])).collect();
+    let (mut a, mut b) = (daemons[0].client(), daemons[1].client());
+    let mut clients = [&mut a, &mut b];
+    let mut last: Option<(String, String)> = None;
+    for round in 0..6 {
+        let (owner, outcome) = (
+            format!("agent-{round}"),
+            ["modified", "released"][round % 2],
+        );
+        let c = &mut clients[round % 2];
+        let got = acquire(c, "file:src/shared.rs", &owner, None);
+        assert_eq!(got["status"], "acquired", "round {round}: {got}");
+        match &last {
+            Some((owner, outcome)) => {
+                assert_eq!(
+                    got["previous"]["owner"],
+                    owner.as_str(),
+                    "round {round}: {got}"
+                );
+                assert_eq!(got["previous"]["outcome"], outcome.as_str(), "{got}");
+            }
+            None => assert!(got.get("previous").is_none_or(Value::is_null), "{got}"),
+        }
+        c.result(
+            "ReleaseResourceLock",
+            json!({"resource_key": "file:src/shared.rs", "lease_id": got["lease_id"],
+                   "outcome": outcome}),
+        );
+        last = Some((owner, outcome.to_string()));
+    }
+}
+
 /// A waiter queued on one instance is handed the lock when a holder on another releases.
 #[test]
 fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {

@@ -109,9 +109,12 @@ impl Method for AcquireResourceLockParams {
             token_id: cx.token_id(),
             session: self.session_id.take().map(|id| cx.presented(id)),
         };
-        write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+        let outcome_of = request.key.key.clone();
+        let plan = write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::acquire(ctx, request, wait_ms)
-        })
+        })?;
+        // Its answer shows how the key's last lease ended.
+        Ok(plan.foreseeing(|f| f.lock_outcomes.push(outcome_of)))
     }
 }
 

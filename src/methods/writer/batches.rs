@@ -81,7 +81,7 @@ impl WriterLoop {
     /// Ends lock and node leases that lapsed while the daemon was down and tracks the rest.
     pub(super) fn recover_leases(&mut self) -> Result<()> {
         let mono_now = self.clock.monotonic();
-        self.writes.begin()?;
+        self.writes.begin(&Foreseen::default())?;
         let now_ms = self.batch_time(self.clock.wall_ms());
         let recovered = (|| {
             let mut deferred = Vec::new();
@@ -238,7 +238,13 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        self.writes.begin()?;
+        let mut foreseen = Foreseen::default();
+        for job in jobs.iter() {
+            if let Work::Write { foreseen: f, .. } = &job.work {
+                foreseen.add(f);
+            }
+        }
+        self.writes.begin(&foreseen)?;
         let now_ms = self.batch_time(now_ms);
         let applied = self.apply_in_transaction(
             jobs,
@@ -310,7 +316,9 @@ impl WriterLoop {
         while let Some(job) = jobs.pop() {
             let mut reply = job.reply;
             let result = match job.work {
-                Work::Write { idempotency, apply } => {
+                Work::Write {
+                    idempotency, apply, ..
+                } => {
                     self.writes.savepoint()?;
                     let before = self.memory.revision;
                     let deferred_before = deferred.len();

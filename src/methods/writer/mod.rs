@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Agents, ForeignChanges, Journal, Leases, Meta, Nodes, Records, Remembered, Storage, Tokens,
-    WriteStorage,
+    Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, Records, Remembered, Storage,
+    Tokens, WriteStorage,
 };
 use crate::store::StorageHealth;
 
@@ -56,6 +56,7 @@ enum Work {
     Write {
         idempotency: Option<Idempotency>,
         apply: WriteFn,
+        foreseen: Foreseen,
     },
     Read(ReadFn),
 }
@@ -372,6 +373,7 @@ impl Writer {
             work: Work::Write {
                 idempotency: None,
                 apply,
+                foreseen: Foreseen::default(),
             },
             reply: None,
         })
@@ -396,10 +398,15 @@ impl Writer {
         &self,
         idempotency: Option<Idempotency>,
         apply: WriteFn,
+        foreseen: Foreseen,
     ) -> Result<oneshot::Receiver<Result<Reply>>> {
         let (reply, rx) = oneshot::channel();
         self.submit(Job {
-            work: Work::Write { idempotency, apply },
+            work: Work::Write {
+                idempotency,
+                apply,
+                foreseen,
+            },
             reply: Some(reply),
         })?;
         Ok(rx)
@@ -484,6 +491,7 @@ mod tests {
                     };
                     Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
+                Foreseen::default(),
             )
             .unwrap();
         let lease = answer(first).unwrap();
@@ -498,6 +506,7 @@ mod tests {
                         Served::Later => Ok(None),
                     },
                 ),
+                Foreseen::default(),
             )
             .unwrap();
         let failing = writer
@@ -517,6 +526,7 @@ mod tests {
                     locks::release(ctx, &key, release)?;
                     Err(Error::Internal("injected failure after the release".into()))
                 }),
+                Foreseen::default(),
             )
             .unwrap();
         assert!(answer(failing).is_err());
@@ -534,6 +544,7 @@ mod tests {
                     let r = locks::status(ctx, &key)?;
                     Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
+                Foreseen::default(),
             )
             .unwrap();
         let status = answer(status).unwrap();

@@ -9,9 +9,11 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio::runtime::Handle;
 
 use crate::error::{Error, Result};
-use crate::store::boundary::{ForeignChanges, Storage, WriteStorage};
+use tokio_postgres::types::ToSql;
 
-use super::{Driver, OwnRuntime, PgConn};
+use crate::store::boundary::{ForeignChanges, Foreseen, Storage, WriteStorage};
+
+use super::{leases, Driver, OwnRuntime, Params, PgConn};
 
 /// The advisory lock every instance's writer holds for the length of a batch.
 const WRITER_LOCK: i64 = 0x6261_746f_6e01;
@@ -153,7 +155,7 @@ impl WriteStorage for PgWrites {
         true
     }
 
-    fn begin(&mut self) -> Result<()> {
+    fn begin(&mut self, foreseen: &Foreseen) -> Result<()> {
         if self.conn.is_closed() {
             let fresh = self.driver.run(self.pool.get())?;
             self.conn = PgConn::new(fresh, self.driver.clone());
@@ -163,22 +165,39 @@ impl WriteStorage for PgWrites {
         self.at_begin = self.conn.changed();
         // BEGIN, the lock and the reads after it, in one round trip. The reads run once
         // the lock is held, each with a snapshot of its own, so they see every batch that
-        // committed before.
+        // committed before: the head, the fencing counter, the epochs, the live leases if
+        // another instance changed them, and what the batch's requests are foreseen to
+        // read.
         self.conn.send_first("BEGIN");
-        let (clock, meta) = self.conn.query_two(
-            (
-                &format!(
-                    "SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked"
-                ),
-                &[&WRITER_LOCK],
-            ),
+        let lock =
+            format!("SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked");
+        let leases = leases::leases_if_moved();
+        let outcomes = leases::outcomes_of();
+        let locks_seen: [&(dyn ToSql + Sync); 1] = [&self.seen[0]];
+        let mut reads: Vec<(&str, Params<'_>)> = vec![
+            (&lock, &[&WRITER_LOCK]),
             (
                 "SELECT name, value FROM meta
                  WHERE name IN ('revision', 'fencing_token', 'locks_epoch', 'tasks_epoch',
                                 'agents_epoch')",
                 &[],
             ),
-        )?;
+            (&leases, &locks_seen),
+        ];
+        let outcome_keys: [&(dyn ToSql + Sync); 1] = [&foreseen.lock_outcomes];
+        if !foreseen.lock_outcomes.is_empty() {
+            reads.push((&outcomes, &outcome_keys));
+        }
+        let mut rows = self.conn.query_all(&reads)?.into_iter();
+        let (clock, meta, live) = (
+            rows.next().unwrap_or_default(),
+            rows.next().unwrap_or_default(),
+            rows.next().unwrap_or_default(),
+        );
+        if let Some(found) = rows.next() {
+            self.conn
+                .outcomes_read_ahead(&foreseen.lock_outcomes, leases::outcome_rows(&found));
+        }
         self.began_at_ms = clock.first().map(|r| r.get(0));
         let value = |name: &str| {
             meta.iter()
@@ -198,6 +217,9 @@ impl WriteStorage for PgWrites {
             tasks: now[1] != self.seen[1],
             agents: now[2] != self.seen[2],
         };
+        if self.foreign.locks && value("locks_epoch").is_some() {
+            self.conn.leases_read_ahead(leases::lease_rows(&live));
+        }
         self.seen = [now[0], now[1], now[2]];
         Ok(())
     }

@@ -41,8 +41,51 @@ impl PgConn {
     }
 }
 
+/// Every live lease, in key order (as `leases("", None)` reads them), when `locks_epoch`
+/// is no longer `$1`: the writer's batch reads this ahead, as another instance changed
+/// the leases since.
+pub(super) fn leases_if_moved() -> String {
+    format!(
+        "SELECT {LEASE_COLUMNS} FROM locks
+         WHERE (SELECT value FROM meta WHERE name = 'locks_epoch') <> $1
+         ORDER BY resource_key"
+    )
+}
+
+pub(super) fn lease_rows(rows: &[Row]) -> Vec<LeaseRow> {
+    rows.iter().map(lease_row).collect()
+}
+
+const OUTCOME_COLUMNS: &str = "outcome, owner, at, moved_to, note";
+
+/// The last outcome of the keys in `$1`, each with its key.
+pub(super) fn outcomes_of() -> String {
+    format!(
+        "SELECT {OUTCOME_COLUMNS}, resource_key FROM lock_outcomes WHERE resource_key = ANY($1)"
+    )
+}
+
+fn outcome(r: &Row) -> Previous {
+    Previous {
+        outcome: r.get(0),
+        owner: r.get(1),
+        at: format_ms(r.get(2)),
+        moved_to: r.get(3),
+        note: r.get(4),
+    }
+}
+
+pub(super) fn outcome_rows(rows: &[Row]) -> Vec<(String, Previous)> {
+    rows.iter().map(|r| (r.get(5), outcome(r))).collect()
+}
+
 impl Leases for PgConn {
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>> {
+        if prefix.is_empty() && owner.is_none() {
+            if let Some(rows) = self.leases_ahead.take() {
+                return Ok(rows);
+            }
+        }
         self.leases_where(
             "WHERE resource_key >= $1 AND substr(resource_key, 1, length($1)) = $1
                AND ($2::text IS NULL OR owner = $2)
@@ -94,20 +137,28 @@ impl Leases for PgConn {
     }
 
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
+        if let Some(known) = self.outcomes_ahead.borrow().get(resource_key) {
+            return Ok(known.clone());
+        }
         let row = self.query_opt(
-            "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = $1",
+            &format!("SELECT {OUTCOME_COLUMNS} FROM lock_outcomes WHERE resource_key = $1"),
             &[&resource_key],
         )?;
-        Ok(row.map(|r| Previous {
-            outcome: r.get(0),
-            owner: r.get(1),
-            at: format_ms(r.get(2)),
-            moved_to: r.get(3),
-            note: r.get(4),
-        }))
+        Ok(row.as_ref().map(outcome))
     }
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
+        let mut ahead = self.outcomes_ahead.borrow_mut();
+        if let Some(known) = ahead.get_mut(end.resource_key) {
+            *known = Some(Previous {
+                outcome: end.outcome.to_string(),
+                owner: end.owner.to_string(),
+                at: format_ms(end.at_ms),
+                moved_to: end.moved_to.map(str::to_string),
+                note: end.note.map(str::to_string),
+            });
+        }
+        drop(ahead);
         self.touch(super::LOCKS).defer(format!(
             "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              VALUES ({}, {}, {}, {}, {}, {})

@@ -26,6 +26,7 @@ mod records;
 mod tokens;
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use connection::{listen, open, PgReads, PgWrites};
@@ -35,6 +36,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use crate::error::{Error, Result};
+use crate::protocol::locks::Previous;
+use crate::store::boundary::LeaseRow;
 
 /// Parameters of a statement.
 pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -57,6 +60,13 @@ pub struct PgConn {
     head_hint: Cell<Option<i64>>,
     /// The last fencing token handed out in the writer's transaction, read when it began.
     fence: Cell<Option<i64>>,
+    /// Every live lease, read when the writer's transaction began because another
+    /// instance had changed them, until this transaction writes.
+    leases_ahead: RefCell<Option<Vec<LeaseRow>>>,
+    /// The last outcome of the keys the batch's requests were foreseen to ask about
+    /// (None: no lease on the key ever ended), read when the transaction began and kept
+    /// current as this transaction records outcomes.
+    outcomes_ahead: RefCell<HashMap<String, Option<Previous>>>,
 }
 
 /// Lock leases, in [`PgConn::touch`].
@@ -77,6 +87,8 @@ impl PgConn {
             touched: Cell::new(0),
             head_hint: Cell::new(None),
             fence: Cell::new(None),
+            leases_ahead: RefCell::new(None),
+            outcomes_ahead: RefCell::new(HashMap::new()),
         }
     }
 
@@ -108,23 +120,32 @@ impl PgConn {
         deferred.push_str(";\n");
     }
 
-    /// Runs two reads back to back in one round trip, in this order; their rows.
-    pub fn query_two(
-        &self,
-        (first, first_params): (&str, Params<'_>),
-        (second, second_params): (&str, Params<'_>),
-    ) -> Result<(Vec<Row>, Vec<Row>)> {
+    /// Runs reads back to back in one round trip, in this order; the rows of each.
+    pub fn query_all(&self, statements: &[(&str, Params<'_>)]) -> Result<Vec<Vec<Row>>> {
         self.block(async {
-            // Prepared first, so the two executions go out in order.
-            let first = self.client.prepare_cached(first).await?;
-            let second = self.client.prepare_cached(second).await?;
-            let (a, b) = futures::future::join(
-                self.client.query(&first, first_params),
-                self.client.query(&second, second_params),
-            )
-            .await;
-            Ok((a?, b?))
+            // Prepared first, so the executions go out in order.
+            let mut prepared = Vec::with_capacity(statements.len());
+            for (sql, _) in statements {
+                prepared.push(self.client.prepare_cached(sql).await?);
+            }
+            let runs = prepared
+                .iter()
+                .zip(statements)
+                .map(|(statement, (_, params))| self.client.query(statement, params));
+            futures::future::join_all(runs).await.into_iter().collect()
         })
+    }
+
+    /// Keeps the live leases read ahead, for the next `leases("", None)`.
+    pub fn leases_read_ahead(&self, rows: Vec<LeaseRow>) {
+        *self.leases_ahead.borrow_mut() = Some(rows);
+    }
+
+    /// Keeps the outcomes read ahead for `keys` (`found` are those that have one).
+    pub fn outcomes_read_ahead(&self, keys: &[String], found: Vec<(String, Previous)>) {
+        let mut ahead = self.outcomes_ahead.borrow_mut();
+        ahead.extend(keys.iter().map(|k| (k.clone(), None)));
+        ahead.extend(found.into_iter().map(|(k, p)| (k, Some(p))));
     }
 
     /// Sets the head revision the next `head_revision` answers without asking.
@@ -141,6 +162,7 @@ impl PgConn {
     /// the next statement, or with the commit. Its values must be literals ([`lit`]).
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
+        self.leases_ahead.take();
         let mut deferred = self.deferred.borrow_mut();
         deferred.push_str(&sql);
         deferred.push_str(";\n");
@@ -155,6 +177,8 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
+        self.leases_ahead.take();
+        self.outcomes_ahead.borrow_mut().clear();
     }
 
     /// Whether a statement failed in the current transaction.
@@ -222,6 +246,7 @@ impl PgConn {
     /// Rows of a statement that writes (`INSERT ... RETURNING`, ...); each counts as a
     /// change.
     pub fn query_write(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.leases_ahead.take();
         let rows = self.query(sql, params)?;
         self.changed
             .set(self.changed.get() + rows.len().max(1) as u64);
@@ -230,6 +255,7 @@ impl PgConn {
 
     /// Runs a statement that writes; the rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
+        self.leases_ahead.take();
         let n = self.block(async {
             let statement = self.client.prepare_cached(sql).await?;
             self.client.execute(&statement, params).await
