@@ -481,6 +481,10 @@ pub struct Foreseen {
 }
 
 impl Foreseen {
+    pub fn is_empty(&self) -> bool {
+        self.lock_outcomes.is_empty()
+    }
+
     /// Adds what `other` foresees.
     pub fn add(&mut self, other: &Foreseen) {
         self.lock_outcomes
@@ -500,6 +504,11 @@ pub trait WriteStorage: Send {
     /// Starts the batch's transaction. A backend whose reads are round trips may read what
     /// the batch's requests are `foreseen` to read along with its first statement.
     fn begin(&mut self, foreseen: &Foreseen) -> Result<()>;
+    /// Reads ahead, in the open transaction, what requests that join the batch late are
+    /// `foreseen` to read (see `begin`).
+    fn foresee(&mut self, _foreseen: &Foreseen) -> Result<()> {
+        Ok(())
+    }
     /// The storage server's clock (epoch ms) when the batch began, when the database is
     /// shared: every daemon then judges expiry by the same clock, whatever its own says.
     fn server_clock_ms(&self) -> Option<i64> {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -35,29 +35,44 @@ pub(super) struct WriterLoop {
 /// A request's answer, ready to send once the batch commits.
 type PendingReply = (Option<ReplyTx>, Result<Reply>);
 
+/// Where the writer takes its jobs from.
+struct Intake {
+    rx: mpsc::Receiver<Message>,
+    /// The shutdown request, once it came: nothing is taken after it.
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Intake {
+    fn accept(&mut self, message: Message, batch: &mut Vec<Job>) {
+        match message {
+            Message::Job(job) => batch.push(job),
+            Message::Shutdown(done) => self.shutdown = Some(done),
+        }
+    }
+
+    /// Adds to `batch` what is queued already, up to [`MAX_BATCH`].
+    fn take_queued(&mut self, batch: &mut Vec<Job>) {
+        while self.shutdown.is_none() && batch.len() < MAX_BATCH {
+            match self.rx.try_recv() {
+                Ok(message) => self.accept(message, batch),
+                Err(_) => return,
+            }
+        }
+    }
+}
+
 impl WriterLoop {
-    pub(super) fn run(mut self, mut rx: mpsc::Receiver<Message>) {
+    pub(super) fn run(mut self, rx: mpsc::Receiver<Message>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        let mut shutdown = None;
-        while let Some(first) = rx.blocking_recv() {
-            let mut next = Some(first);
-            while let Some(message) = next.take() {
-                match message {
-                    Message::Job(job) => batch.push(job),
-                    Message::Shutdown(done) => {
-                        shutdown = Some(done);
-                        break;
-                    }
-                }
-                if batch.len() < MAX_BATCH {
-                    next = rx.try_recv().ok();
-                }
-            }
+        let mut intake = Intake { rx, shutdown: None };
+        while let Some(first) = intake.rx.blocking_recv() {
+            intake.accept(first, &mut batch);
+            intake.take_queued(&mut batch);
             if !batch.is_empty() {
-                self.run_batch(&mut batch);
+                self.run_batch(&mut batch, &mut intake);
             }
-            if let Some(done) = shutdown.take() {
-                self.finish(&mut rx);
+            if let Some(done) = intake.shutdown.take() {
+                self.finish(&mut intake.rx);
                 let _ = done.send(());
                 return;
             }
@@ -138,26 +153,25 @@ impl WriterLoop {
         self.writes.close();
     }
 
-    fn run_batch(&mut self, batch: &mut Vec<Job>) {
+    fn run_batch(&mut self, batch: &mut Vec<Job>, intake: &mut Intake) {
         let start_revision = self.memory.revision;
         let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
-        let n_jobs = batch.len();
-        let n_writes = batch
-            .iter()
-            .filter(|j| matches!(j.work, Work::Write { .. }))
-            .count() as u64;
-        let mut answers: Vec<PendingReply> = Vec::with_capacity(n_jobs);
+        let mut answers: Vec<PendingReply> = Vec::with_capacity(batch.len());
         let mut deferred = Vec::new();
         let mut lock_state_suspect = false;
+        let mut size = (batch.len(), 0);
         let committed = self.apply_all(
             batch,
+            intake,
+            &mut size,
             now_ms,
             mono_now,
             &mut answers,
             &mut deferred,
             &mut lock_state_suspect,
         );
+        let (n_jobs, n_writes) = size;
         match committed {
             Ok(()) => {
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -228,23 +242,35 @@ impl WriterLoop {
 
     /// Runs every job in one transaction, pushing one answer per job, then commits; rolls
     /// the whole batch back if that fails. Jobs not reached when a statement fails stay in
-    /// `jobs`.
+    /// `jobs`. On shared storage, the jobs that came while the transaction waited to begin
+    /// (another daemon's batch held the lock) join it. `size`: the jobs, and the writes
+    /// among them, the batch ended up with.
+    #[allow(clippy::too_many_arguments)]
     fn apply_all(
         &mut self,
         jobs: &mut Vec<Job>,
+        intake: &mut Intake,
+        size: &mut (usize, u64),
         now_ms: i64,
         mono_now: Duration,
         answers: &mut Vec<PendingReply>,
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        let mut foreseen = Foreseen::default();
-        for job in jobs.iter() {
-            if let Work::Write { foreseen: f, .. } = &job.work {
-                foreseen.add(f);
+        self.writes.begin(&foreseen_by(jobs))?;
+        if self.writes.shared() {
+            let before = jobs.len();
+            intake.take_queued(jobs);
+            let late = foreseen_by(&jobs[before..]);
+            if !late.is_empty() {
+                self.writes.foresee(&late)?;
             }
         }
-        self.writes.begin(&foreseen)?;
+        let writes = jobs
+            .iter()
+            .filter(|j| matches!(j.work, Work::Write { .. }))
+            .count();
+        *size = (jobs.len(), writes as u64);
         let now_ms = self.batch_time(now_ms);
         let applied = self.apply_in_transaction(
             jobs,
@@ -378,6 +404,17 @@ impl WriterLoop {
         }
         self.writes.commit()
     }
+}
+
+/// What `jobs` will read.
+fn foreseen_by(jobs: &[Job]) -> Foreseen {
+    let mut foreseen = Foreseen::default();
+    for job in jobs {
+        if let Work::Write { foreseen: f, .. } = &job.work {
+            foreseen.add(f);
+        }
+    }
+    foreseen
 }
 
 /// One rule of upkeep for each part of memory (serving waiters, ending what is due), run

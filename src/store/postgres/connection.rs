@@ -224,6 +224,16 @@ impl WriteStorage for PgWrites {
         Ok(())
     }
 
+    fn foresee(&mut self, foreseen: &Foreseen) -> Result<()> {
+        if !foreseen.lock_outcomes.is_empty() {
+            let keys: [&(dyn ToSql + Sync); 1] = [&foreseen.lock_outcomes];
+            let found = self.conn.query(&leases::outcomes_of(), &keys)?;
+            self.conn
+                .outcomes_read_ahead(&foreseen.lock_outcomes, leases::outcome_rows(&found));
+        }
+        Ok(())
+    }
+
     fn foreign_changes(&self) -> ForeignChanges {
         self.foreign
     }
