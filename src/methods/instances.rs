@@ -1,7 +1,8 @@
 //! Daemons sharing one database (PostgreSQL): each heartbeats, and when one falls silent
 //! for `BATON_INSTANCE_TIMEOUT_SECS` (killed, cut off), another ends what was tied to its
 //! connections, as its own connections closing would have: `release_on_disconnect`
-//! leases end as `abandoned`, connection-bound sessions end as `disconnected`.
+//! leases end as `abandoned`, connection-bound sessions end as `disconnected`, and its
+//! waits to acquire leave the order every instance serves waiters in.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -67,6 +68,8 @@ fn heartbeat(
             locks::rules::connection_closed(ctx, connection)?;
             agents::rules::connection_closed(ctx, connection)?;
         }
+        let range = base..base.saturating_add(CONNECTIONS_PER_INSTANCE);
+        locks::rules::end_waits_of(ctx, range)?;
     }
     Ok(())
 }

@@ -190,6 +190,10 @@ impl ForeignChanges {
         tasks: true,
         agents: true,
     };
+
+    pub fn any(&self) -> bool {
+        self.locks || self.tasks || self.agents
+    }
 }
 
 /// Resource-lock leases and the last outcome of each key. The writer reads every live
@@ -208,6 +212,33 @@ pub trait Leases {
     fn next_fencing_token(&self) -> Result<u64>;
     /// The leases acquired with `session_id`.
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>>;
+    /// The waits to acquire that the daemons sharing the database keep in one order; None
+    /// when one daemon has the database to itself (its queues in memory are the order).
+    fn shared_waits(&self) -> Option<&dyn SharedWaits> {
+        None
+    }
+}
+
+/// A wait to acquire a lock, as daemons sharing a database see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedWait {
+    /// Its place in the one order of every daemon's waits.
+    pub queued: u64,
+    pub resource_key: String,
+    /// The connection waiting (whose connection base tells the daemon).
+    pub connection: u64,
+}
+
+/// Waits to acquire, queued on any of the daemons sharing a database, in one order.
+pub trait SharedWaits {
+    /// Queues a wait; its place in the order.
+    fn queue_wait(&self, resource_key: &str, connection: u64) -> Result<u64>;
+    /// The wait at `queued` was granted, refused, ran out or was abandoned.
+    fn end_wait(&self, queued: u64) -> Result<()>;
+    /// Ends every wait of a connection in `connections` (a daemon that fell silent).
+    fn end_waits_of(&self, connections: std::ops::Range<u64>) -> Result<()>;
+    /// Every wait, in order.
+    fn queued_waits(&self) -> Result<Vec<QueuedWait>>;
 }
 
 /// A node of a new task, already validated.
@@ -470,8 +501,6 @@ pub trait Storage:
 
 impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents> Storage for T {}
 
-/// The writer's side of storage: the one connection that writes, in batches (one
-/// transaction each) of requests (one savepoint each).
 /// What a batch's requests will read, named when they are planned, before the batch
 /// begins.
 #[derive(Debug, Default)]
@@ -492,6 +521,8 @@ impl Foreseen {
     }
 }
 
+/// The writer's side of storage: the one connection that writes, in batches (one
+/// transaction each) of requests (one savepoint each).
 pub trait WriteStorage: Send {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;

@@ -357,6 +357,87 @@ fn a_killed_backend_connection_is_survived() {
     assert_eq!(c.result("Health", json!({}))["status"], "ok");
 }
 
+/// A waiter queued on `on` for up to `wait_ms`, in a thread of its own (which gives up
+/// after a minute); returns once `on` counts it.
+fn queue_waiter(
+    on: &Daemon,
+    key: &'static str,
+    owner: &'static str,
+    wait_ms: u64,
+) -> thread::JoinHandle<(Value, Client)> {
+    let before = on.client().result("Metrics", json!({}))["locks"]["waiting"]
+        .as_u64()
+        .unwrap_or(0);
+    let socket = on.socket_path();
+    let waiter = thread::spawn(move || {
+        let mut c = Client::connect(&socket);
+        c.set_read_timeout(Duration::from_secs(60));
+        (acquire(&mut c, key, owner, Some(wait_ms)), c)
+    });
+    let mut probe = on.client();
+    crate::common::wait_until(Duration::from_secs(20), || {
+        probe.result("Metrics", json!({}))["locks"]["waiting"] == before + 1
+    });
+    waiter
+}
+
+/// Waiters queued on different instances are served in the order they queued, whichever
+/// instance the lock is freed on: the instance that frees it does not hand it to its own
+/// waiter ahead of an older one elsewhere.
+#[test]
+fn waiters_on_two_instances_are_served_in_the_order_they_queued() {
+    let Some(db) = postgres::shared() else { return };
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start_shared(&db, &["--instance-timeout-secs", "3600"]))
+        .collect();
+    let mut a = daemons[0].client();
+    let held = acquire(&mut a, "tool:fifo", "holder", None);
+    // First in line: a waiter on B; second: one on A, where the lock is released.
+    let first = queue_waiter(&daemons[1], "tool:fifo", "first", 20_000);
+    let second = queue_waiter(&daemons[0], "tool:fifo", "second", 20_000);
+    let listed = a.result("ListResourceLocks", json!({"prefix": "tool:fifo"}));
+    assert_eq!(listed["waiting"][0]["owner"], "second", "{listed}");
+    a.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "tool:fifo", "lease_id": held["lease_id"]}),
+    );
+    let (got, mut on_b) = first.join().unwrap();
+    assert_eq!(got["status"], "acquired", "the first in line: {got}");
+    assert_eq!(got["previous"]["owner"], "holder", "{got}");
+    let status = a.result("ResourceLockStatus", json!({"resource_key": "tool:fifo"}));
+    assert_eq!(status["held_by"]["owner"], "first", "{status}");
+    on_b.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "tool:fifo", "lease_id": got["lease_id"]}),
+    );
+    let (next, _) = second.join().unwrap();
+    assert_eq!(next["status"], "acquired", "then the second: {next}");
+    assert_eq!(next["previous"]["owner"], "first", "{next}");
+}
+
+/// The waits of an instance killed with -9 leave the line once it is found silent, so the
+/// waiters queued after them on live instances are served.
+#[test]
+fn a_dead_instances_waiters_leave_the_line() {
+    let Some(db) = postgres::shared() else { return };
+    let mut doomed = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
+    let survivor = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
+    let mut a = survivor.client();
+    let held = acquire(&mut a, "tool:line", "holder", None);
+    let _lost = queue_waiter(&doomed, "tool:line", "lost", 20_000);
+    // Its wait outlasts its client's patience: only the dead waiter leaving the line gets
+    // it the lock in time.
+    let next = queue_waiter(&survivor, "tool:line", "next", 3_600_000);
+    doomed.kill9();
+    a.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": "tool:line", "lease_id": held["lease_id"]}),
+    );
+    let (got, _) = next.join().unwrap();
+    assert_eq!(got["status"], "acquired", "{got}");
+    assert_eq!(got["previous"]["owner"], "holder", "{got}");
+}
+
 /// An instance killed with -9 stops heartbeating; another ends the leases and sessions tied
 /// to its connections within BATON_INSTANCE_TIMEOUT_SECS, as `abandoned` / `disconnected`.
 #[test]

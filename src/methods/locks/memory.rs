@@ -3,7 +3,7 @@
 //! queues and the watchers of WaitResourceLock, all kept by a `Schedule`; which
 //! connection holds which `release_on_disconnect` lease).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -46,6 +46,8 @@ pub(super) enum Wait {
 pub(super) struct Waiter {
     pub(super) request: AcquireRequest,
     pub(super) reply: ReplyTx,
+    /// Its place in the order of every daemon's waits, on a shared database.
+    pub(super) queued: Option<u64>,
 }
 
 pub(super) struct Watcher {
@@ -106,6 +108,9 @@ pub struct LockState {
     pub(super) schedule: Locks,
     /// The `release_on_disconnect` leases of each connection, by lease id.
     pub(super) by_connection: HashMap<u64, HashSet<String>>,
+    /// On a shared database, every daemon's waits to acquire, by key: the waiting
+    /// connection by place in the one order.
+    pub(super) queued_anywhere: HashMap<String, BTreeMap<u64, u64>>,
 }
 
 impl LockState {
@@ -147,6 +152,39 @@ impl LockState {
         }
     }
 
+    /// Notes a wait queued on a shared database (by any daemon).
+    pub(super) fn note_wait(&mut self, resource_key: &str, queued: u64, connection: u64) {
+        self.queued_anywhere
+            .entry(resource_key.to_string())
+            .or_default()
+            .insert(queued, connection);
+    }
+
+    /// Forgets a wait on a shared database.
+    pub(super) fn drop_wait(&mut self, resource_key: &str, queued: u64) {
+        if let Some(waits) = self.queued_anywhere.get_mut(resource_key) {
+            waits.remove(&queued);
+            if waits.is_empty() {
+                self.queued_anywhere.remove(resource_key);
+            }
+        }
+    }
+
+    /// Forgets the waits of `connections` on a shared database.
+    pub(super) fn drop_waits_of(&mut self, connections: &std::ops::Range<u64>) {
+        self.queued_anywhere.retain(|_, waits| {
+            waits.retain(|_, c| !connections.contains(c));
+            !waits.is_empty()
+        });
+    }
+
+    /// The first wait for `resource_key` on a shared database, of any daemon.
+    pub(super) fn first_queued(&self, resource_key: &str) -> Option<u64> {
+        self.queued_anywhere
+            .get(resource_key)
+            .and_then(|w| w.keys().next().copied())
+    }
+
     /// The connections that `release_on_disconnect` leases end with.
     pub fn connections(&self) -> impl Iterator<Item = u64> + '_ {
         self.by_connection.keys().copied()
@@ -181,6 +219,12 @@ impl LockState {
             let on = acquired_on.get(&row.lease_id).copied().unwrap_or(0);
             let deadline = mono_now + remaining;
             self.track(row, deadline, on);
+        }
+        if let Some(shared) = leases.shared_waits() {
+            self.queued_anywhere.clear();
+            for wait in shared.queued_waits()? {
+                self.note_wait(&wait.resource_key, wait.queued, wait.connection);
+            }
         }
         Ok(())
     }

@@ -217,7 +217,7 @@ pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
 /// (503), so no connection is held open by a wait.
 pub fn end_waits(app: &crate::app::App) -> Result<()> {
     app.writer.detached(Box::new(|ctx| {
-        rules::end_waits(ctx);
+        rules::end_waits(ctx)?;
         Ok(None)
     }))
 }

@@ -10,6 +10,7 @@
 //! Invariant: before any lock request is served, every lease whose deadline has passed is
 //! ended (`expire_due`), so no answer ever shows a dead holder as live.
 
+use std::ops::Range;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -195,6 +196,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 None => ctx.locks.forget(&lease_id),
             },
             Due::Wait(Wait::Acquire(waiter)) => {
+                left_queue(ctx, &waiter.request.key.key, waiter.queued)?;
                 let request = &waiter.request;
                 let answer = match blockers(&ctx.locks.held, &request.key, request.want) {
                     Ok(Some(b)) => busy(&request.key, &b, ctx.now_ms),
@@ -346,11 +348,16 @@ pub fn acquire(
     if in_the_way.is_none() && ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
         in_the_way = blockers(&ctx.locks.held, &request.key, Want::EXCLUSIVE)?;
     }
-    let Some(in_the_way) = in_the_way else {
-        return grant(ctx, &request).map(Served::Now);
-    };
-    if wait_ms == 0 {
-        return busy_result(&request.key, &in_the_way, ctx.now_ms).map(Served::Now);
+    // On a shared database, a key another daemon's waiter is queued for is promised to it
+    // even while free (that daemon hands it over once it sees the key freed): a request
+    // that waits queues behind. One that does not wait takes a free key.
+    let queued_elsewhere = wait_ms > 0 && ctx.locks.first_queued(&key).is_some();
+    match in_the_way {
+        None if !queued_elsewhere => return grant(ctx, &request).map(Served::Now),
+        Some(in_the_way) if wait_ms == 0 => {
+            return busy_result(&request.key, &in_the_way, ctx.now_ms).map(Served::Now)
+        }
+        _ => {}
     }
     let Some(reply) = ctx.take_reply() else {
         return Err(Error::Internal(
@@ -358,7 +365,19 @@ pub fn acquire(
         ));
     };
     let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
-    let waiter = Wait::Acquire(Waiter { request, reply });
+    let queued = match ctx.leases().shared_waits() {
+        Some(shared) => {
+            let queued = shared.queue_wait(&key, request.connection)?;
+            ctx.locks.note_wait(&key, queued, request.connection);
+            Some(queued)
+        }
+        None => None,
+    };
+    let waiter = Wait::Acquire(Waiter {
+        request,
+        reply,
+        queued,
+    });
     ctx.locks
         .schedule
         .enqueue(Queue::Acquire, key, Some(deadline), waiter);
@@ -375,17 +394,29 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
         .collect();
     for key in keys {
         loop {
+            let first_anywhere = ctx.locks.first_queued(&key);
             let queues = &mut ctx.locks.schedule;
-            while queues
-                .front(Queue::Acquire, &key)
-                .is_some_and(|w| w.reply().is_closed())
-            {
-                queues.pop_front(Queue::Acquire, &key);
-            }
             let Some(front) = queues.front(Queue::Acquire, &key) else {
                 queues.remove_queue(Queue::Acquire, &key);
                 break;
             };
+            // Waiters that hung up leave the queue.
+            if front.reply().is_closed() {
+                if let Some(Wait::Acquire(gone)) = queues.pop_front(Queue::Acquire, &key) {
+                    left_queue(ctx, &key, gone.queued)?;
+                }
+                continue;
+            }
+            // On a shared database, another daemon's waiter that queued first goes first.
+            if let Wait::Acquire(Waiter {
+                queued: Some(queued),
+                ..
+            }) = front
+            {
+                if first_anywhere != Some(*queued) {
+                    break;
+                }
+            }
             let judged = blockers(&ctx.locks.held, front.key(), front.want());
             if matches!(judged, Ok(Some(_))) {
                 break;
@@ -393,6 +424,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             let Some(Wait::Acquire(waiter)) = queues.pop_front(Queue::Acquire, &key) else {
                 break;
             };
+            left_queue(ctx, &key, waiter.queued)?;
             let answer = match judged {
                 // Its slots no longer match the key's: told why, it leaves the queue.
                 Err(refused) => Err(refused),
@@ -606,6 +638,9 @@ pub(crate) fn end_session_leases(ctx: &mut WriteCtx<'_>, session_id: &str) -> Re
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
     ctx.tasks.connection_closed(connection);
+    for (key, queued) in shared_waits_of(ctx, |c| c == connection) {
+        left_queue(ctx, &key, Some(queued))?;
+    }
     ctx.locks.schedule.retain(|w| w.connection() != connection);
     let lease_ids: Vec<String> = ctx
         .locks
@@ -666,11 +701,52 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
 }
 
 /// Ends every pending wait with 503 (the daemon is stopping).
-pub fn end_waits(ctx: &mut WriteCtx<'_>) {
+pub fn end_waits(ctx: &mut WriteCtx<'_>) -> Result<()> {
+    for (key, queued) in shared_waits_of(ctx, |_| true) {
+        left_queue(ctx, &key, Some(queued))?;
+    }
     let answers = ctx.locks.cancel_waits();
     ctx.deferred.extend(answers);
     let answers = ctx.tasks.cancel_waits();
     ctx.deferred.extend(answers);
     let answers = ctx.agents.cancel_waits();
     ctx.deferred.extend(answers);
+    Ok(())
+}
+
+/// A waiter leaves its queue (granted, refused, out of time, gone): on a shared database,
+/// its place in the order of every daemon's waits goes too.
+fn left_queue(ctx: &mut WriteCtx<'_>, key: &str, queued: Option<u64>) -> Result<()> {
+    if let (Some(queued), Some(shared)) = (queued, ctx.leases().shared_waits()) {
+        shared.end_wait(queued)?;
+        ctx.locks.drop_wait(key, queued);
+    }
+    Ok(())
+}
+
+/// The key and place of this daemon's waits to acquire, on a shared database, of the
+/// connections `whose` picks.
+fn shared_waits_of(ctx: &WriteCtx<'_>, whose: impl Fn(u64) -> bool) -> Vec<(String, u64)> {
+    let schedule = &ctx.locks.schedule;
+    schedule
+        .queue_keys(Queue::Acquire)
+        .flat_map(|key| schedule.waiters(Queue::Acquire, key))
+        .filter_map(|wait| match wait {
+            Wait::Acquire(w) if whose(w.request.connection) => {
+                w.queued.map(|q| (w.request.key.key.clone(), q))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A daemon sharing the database fell silent: its waits leave the order, so the waits
+/// queued after them on live daemons are served.
+pub(crate) fn end_waits_of(ctx: &mut WriteCtx<'_>, connections: Range<u64>) -> Result<()> {
+    if let Some(shared) = ctx.leases().shared_waits() {
+        shared.end_waits_of(connections.clone())?;
+        ctx.locks.drop_waits_of(&connections);
+        serve_waiters(ctx)?;
+    }
+    Ok(())
 }

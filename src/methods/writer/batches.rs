@@ -306,9 +306,11 @@ impl WriterLoop {
             self.catching_up.store(false, Ordering::Release);
             let head = storage.head_revision()?;
             start_revision = head;
-            if head != self.memory.revision {
+            // Some changes move no revision (a wait queued or ended elsewhere): the epochs
+            // tell those.
+            let changed = self.writes.foreign_changes();
+            if head != self.memory.revision || changed.any() {
                 self.memory.revision = head;
-                let changed = self.writes.foreign_changes();
                 self.memory.reload_some(storage, now_ms, mono_now, changed);
                 let serve = [
                     locks::serve_waiters,

@@ -179,17 +179,19 @@ impl WriteStorage for PgWrites {
             (
                 "SELECT name, value FROM meta
                  WHERE name IN ('revision', 'fencing_token', 'locks_epoch', 'tasks_epoch',
-                                'agents_epoch')",
+                                'agents_epoch', 'wait_seq')",
                 &[],
             ),
             (&leases, &locks_seen),
+            (leases::WAITS_IF_MOVED, &locks_seen),
         ];
         let outcome_keys: [&(dyn ToSql + Sync); 1] = [&foreseen.lock_outcomes];
         if !foreseen.lock_outcomes.is_empty() {
             reads.push((&outcomes, &outcome_keys));
         }
         let mut rows = self.conn.query_all(&reads)?.into_iter();
-        let (clock, meta, live) = (
+        let (clock, meta, live, waits) = (
+            rows.next().unwrap_or_default(),
             rows.next().unwrap_or_default(),
             rows.next().unwrap_or_default(),
             rows.next().unwrap_or_default(),
@@ -208,6 +210,9 @@ impl WriteStorage for PgWrites {
         if let Some(last) = value("fencing_token") {
             self.conn.set_fence_hint(last);
         }
+        if let Some(last) = value("wait_seq") {
+            self.conn.set_wait_seq_hint(last);
+        }
         let now: Vec<i64> = EPOCHS
             .iter()
             .map(|(_, name)| value(name).unwrap_or(-1))
@@ -218,7 +223,8 @@ impl WriteStorage for PgWrites {
             agents: now[2] != self.seen[2],
         };
         if self.foreign.locks && value("locks_epoch").is_some() {
-            self.conn.leases_read_ahead(leases::lease_rows(&live));
+            self.conn
+                .leases_read_ahead(leases::lease_rows(&live), leases::wait_rows(&waits));
         }
         self.seen = [now[0], now[1], now[2]];
         Ok(())

@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
-use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
+use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease, QueuedWait, SharedWaits};
 
 use super::{i, u, Lit, PgConn};
 
@@ -198,5 +198,82 @@ impl Leases for PgConn {
             "WHERE session_id = $1 ORDER BY resource_key",
             &[&session_id],
         )
+    }
+
+    fn shared_waits(&self) -> Option<&dyn SharedWaits> {
+        Some(self)
+    }
+}
+
+/// Every wait to acquire, in order, when `locks_epoch` is no longer `$1` (read ahead with
+/// [`leases_if_moved`]).
+pub(super) const WAITS_IF_MOVED: &str = "SELECT queued, resource_key, connection FROM lock_waits
+     WHERE (SELECT value FROM meta WHERE name = 'locks_epoch') <> $1
+     ORDER BY queued";
+
+pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
+    rows.iter()
+        .map(|r| QueuedWait {
+            queued: u(r.get(0)),
+            resource_key: r.get(1),
+            connection: u(r.get(2)),
+        })
+        .collect()
+}
+
+impl SharedWaits for PgConn {
+    fn queue_wait(&self, resource_key: &str, connection: u64) -> Result<u64> {
+        // As fencing tokens: counted on from what the batch read when it began.
+        let next = match self.wait_seq_hint() {
+            Some(last) => {
+                self.touch(super::LOCKS).defer(format!(
+                    "UPDATE meta SET value = {} WHERE name = 'wait_seq'",
+                    last + 1
+                ));
+                last + 1
+            }
+            None => {
+                let row = self.touch(super::LOCKS).query_write(
+                    "UPDATE meta SET value = value + 1 WHERE name = 'wait_seq' RETURNING value",
+                    &[],
+                )?;
+                row.first().map_or(0, |r| r.get(0))
+            }
+        };
+        self.set_wait_seq_hint(next);
+        self.touch(super::LOCKS).defer(format!(
+            "INSERT INTO lock_waits (queued, resource_key, connection) VALUES ({next}, {}, {})",
+            resource_key.lit(),
+            i(connection),
+        ));
+        Ok(u(next))
+    }
+
+    fn end_wait(&self, queued: u64) -> Result<()> {
+        self.touch(super::LOCKS).defer(format!(
+            "DELETE FROM lock_waits WHERE queued = {}",
+            i(queued)
+        ));
+        Ok(())
+    }
+
+    fn end_waits_of(&self, connections: std::ops::Range<u64>) -> Result<()> {
+        self.touch(super::LOCKS).defer(format!(
+            "DELETE FROM lock_waits WHERE connection >= {} AND connection < {}",
+            i(connections.start),
+            i(connections.end),
+        ));
+        Ok(())
+    }
+
+    fn queued_waits(&self) -> Result<Vec<QueuedWait>> {
+        if let Some(waits) = self.waits_ahead.take() {
+            return Ok(waits);
+        }
+        let rows = self.query(
+            "SELECT queued, resource_key, connection FROM lock_waits ORDER BY queued",
+            &[],
+        )?;
+        Ok(wait_rows(&rows))
     }
 }

@@ -24,6 +24,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "epochs",
         include_str!("../../../migrations/postgres/0003_epochs.sql"),
     ),
+    (
+        4,
+        "lock_waits",
+        include_str!("../../../migrations/postgres/0004_lock_waits.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).

@@ -37,7 +37,7 @@ use tokio_postgres::Row;
 
 use crate::error::{Error, Result};
 use crate::protocol::locks::Previous;
-use crate::store::boundary::LeaseRow;
+use crate::store::boundary::{LeaseRow, QueuedWait};
 
 /// Parameters of a statement.
 pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
@@ -60,6 +60,11 @@ pub struct PgConn {
     head_hint: Cell<Option<i64>>,
     /// The last fencing token handed out in the writer's transaction, read when it began.
     fence: Cell<Option<i64>>,
+    /// The last place in the order of waits given out, read when the writer's
+    /// transaction began.
+    wait_seq: Cell<Option<i64>>,
+    /// Every wait to acquire, read with `leases_ahead`.
+    waits_ahead: RefCell<Option<Vec<QueuedWait>>>,
     /// Every live lease, read when the writer's transaction began because another
     /// instance had changed them, until this transaction writes.
     leases_ahead: RefCell<Option<Vec<LeaseRow>>>,
@@ -87,6 +92,8 @@ impl PgConn {
             touched: Cell::new(0),
             head_hint: Cell::new(None),
             fence: Cell::new(None),
+            wait_seq: Cell::new(None),
+            waits_ahead: RefCell::new(None),
             leases_ahead: RefCell::new(None),
             outcomes_ahead: RefCell::new(HashMap::new()),
         }
@@ -99,6 +106,15 @@ impl PgConn {
 
     pub fn set_fence_hint(&self, last: i64) {
         self.fence.set(Some(last));
+    }
+
+    /// The last place in the order of waits given out, when the writer read it.
+    pub fn wait_seq_hint(&self) -> Option<i64> {
+        self.wait_seq.get()
+    }
+
+    pub fn set_wait_seq_hint(&self, last: i64) {
+        self.wait_seq.set(Some(last));
     }
 
     /// Notes that this transaction writes `area` (see [`LOCKS`]); returns self, for
@@ -136,9 +152,11 @@ impl PgConn {
         })
     }
 
-    /// Keeps the live leases read ahead, for the next `leases("", None)`.
-    pub fn leases_read_ahead(&self, rows: Vec<LeaseRow>) {
+    /// Keeps the live leases and waits read ahead, for the next `leases("", None)` and
+    /// `queued_waits`.
+    pub fn leases_read_ahead(&self, rows: Vec<LeaseRow>, waits: Vec<QueuedWait>) {
         *self.leases_ahead.borrow_mut() = Some(rows);
+        *self.waits_ahead.borrow_mut() = Some(waits);
     }
 
     /// Keeps the outcomes read ahead for `keys` (`found` are those that have one).
@@ -163,6 +181,7 @@ impl PgConn {
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
         self.leases_ahead.take();
+        self.waits_ahead.take();
         let mut deferred = self.deferred.borrow_mut();
         deferred.push_str(&sql);
         deferred.push_str(";\n");
@@ -177,6 +196,8 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
+        self.wait_seq.set(None);
+        self.waits_ahead.take();
         self.leases_ahead.take();
         self.outcomes_ahead.borrow_mut().clear();
     }
@@ -247,6 +268,7 @@ impl PgConn {
     /// change.
     pub fn query_write(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
         self.leases_ahead.take();
+        self.waits_ahead.take();
         let rows = self.query(sql, params)?;
         self.changed
             .set(self.changed.get() + rows.len().max(1) as u64);
@@ -256,6 +278,7 @@ impl PgConn {
     /// Runs a statement that writes; the rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
         self.leases_ahead.take();
+        self.waits_ahead.take();
         let n = self.block(async {
             let statement = self.client.prepare_cached(sql).await?;
             self.client.execute(&statement, params).await
