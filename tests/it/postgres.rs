@@ -133,6 +133,19 @@ fn an_increment_race_over_three_instances_loses_nothing() {
     );
 }
 
+/// `got` is a lock granted after `previous_owner` let it go.
+fn granted_after(got: &Value, previous_owner: &str) {
+    assert_eq!(got["status"], "acquired", "{got}");
+    assert_eq!(got["previous"]["owner"], previous_owner, "{got}");
+}
+
+fn release(c: &mut Client, key: &str, lease_id: &Value) -> Value {
+    c.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": key, "lease_id": lease_id}),
+    )
+}
+
 fn acquire(c: &mut Client, key: &str, owner: &str, wait_ms: Option<u64>) -> Value {
     let mut params = json!({"resource_key": key, "owner": owner});
     if let Some(ms) = wait_ms {
@@ -160,10 +173,7 @@ fn locks_exclude_across_instances_and_fencing_tokens_only_grow() {
         dir["fencing_token"].as_u64().unwrap(),
         other["fencing_token"].as_u64().unwrap(),
     ];
-    a.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": "dir:src", "lease_id": dir["lease_id"]}),
-    );
+    release(&mut a, "dir:src", &dir["lease_id"]);
     drop((a, b));
     daemons[0].sigterm();
     daemons[0].restart();
@@ -233,13 +243,9 @@ fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {
     crate::common::wait_until(Duration::from_secs(20), || {
         b.result("Metrics", json!({}))["locks"]["waiting"] == 1
     });
-    a.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": "tool:deploy", "lease_id": held["lease_id"]}),
-    );
+    release(&mut a, "tool:deploy", &held["lease_id"]);
     let granted = waiter.join().unwrap();
-    assert_eq!(granted["status"], "acquired", "{granted}");
-    assert_eq!(granted["previous"]["owner"], "alice");
+    granted_after(&granted, "alice");
     assert!(granted["fencing_token"].as_u64() > held["fencing_token"].as_u64());
     // The grant B's writer made while catching up moved the one revision sequence: both
     // instances go on writing after it, with no seq taken twice.
@@ -397,22 +403,14 @@ fn waiters_on_two_instances_are_served_in_the_order_they_queued() {
     let second = queue_waiter(&daemons[0], "tool:fifo", "second", 20_000);
     let listed = a.result("ListResourceLocks", json!({"prefix": "tool:fifo"}));
     assert_eq!(listed["waiting"][0]["owner"], "second", "{listed}");
-    a.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": "tool:fifo", "lease_id": held["lease_id"]}),
-    );
+    release(&mut a, "tool:fifo", &held["lease_id"]);
     let (got, mut on_b) = first.join().unwrap();
-    assert_eq!(got["status"], "acquired", "the first in line: {got}");
-    assert_eq!(got["previous"]["owner"], "holder", "{got}");
+    granted_after(&got, "holder");
     let status = a.result("ResourceLockStatus", json!({"resource_key": "tool:fifo"}));
     assert_eq!(status["held_by"]["owner"], "first", "{status}");
-    on_b.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": "tool:fifo", "lease_id": got["lease_id"]}),
-    );
+    release(&mut on_b, "tool:fifo", &got["lease_id"]);
     let (next, _) = second.join().unwrap();
-    assert_eq!(next["status"], "acquired", "then the second: {next}");
-    assert_eq!(next["previous"]["owner"], "first", "{next}");
+    granted_after(&next, "first");
 }
 
 /// The waits of an instance killed with -9 leave the line once it is found silent, so the
@@ -429,13 +427,9 @@ fn a_dead_instances_waiters_leave_the_line() {
     // it the lock in time.
     let next = queue_waiter(&survivor, "tool:line", "next", 3_600_000);
     doomed.kill9();
-    a.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": "tool:line", "lease_id": held["lease_id"]}),
-    );
+    release(&mut a, "tool:line", &held["lease_id"]);
     let (got, _) = next.join().unwrap();
-    assert_eq!(got["status"], "acquired", "{got}");
-    assert_eq!(got["previous"]["owner"], "holder", "{got}");
+    granted_after(&got, "holder");
 }
 
 /// An instance killed with -9 stops heartbeating; another ends the leases and sessions tied
