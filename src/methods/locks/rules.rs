@@ -408,12 +408,13 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 continue;
             }
             // On a shared database, another daemon's waiter that queued first goes first.
+            // (A waiter whose place a failed batch rolled back is behind only those.)
             if let Wait::Acquire(Waiter {
                 queued: Some(queued),
                 ..
             }) = front
             {
-                if first_anywhere != Some(*queued) {
+                if first_anywhere.is_some_and(|first| first < *queued) {
                     break;
                 }
             }
