@@ -1,6 +1,7 @@
--- Waits to acquire a lock, whichever instance queued them, in one order (`queued`, counted
--- from meta's wait_seq under the writers' lock): an instance hands a freed key to its own
--- first waiter only when no other instance's waiter for the key queued before it.
+-- Waits to acquire a lock, whichever instance queued them, in one order (`queued`, from a
+-- sequence drawn under the writers' lock; a sequence never gives a number twice, even when
+-- the batch that drew it rolls back): an instance hands a freed key to its own first
+-- waiter only when no other instance's waiter for the key queued before it.
 -- `connection` says whose wait it is (see instances.connection_base).
 CREATE TABLE lock_waits (
     queued       BIGINT PRIMARY KEY,
@@ -8,4 +9,4 @@ CREATE TABLE lock_waits (
     connection   BIGINT NOT NULL
 );
 CREATE INDEX lock_waits_connection ON lock_waits (connection);
-INSERT INTO meta (name, value) VALUES ('wait_seq', 0) ON CONFLICT (name) DO NOTHING;
+CREATE SEQUENCE lock_wait_seq;

@@ -179,7 +179,7 @@ impl WriteStorage for PgWrites {
             (
                 "SELECT name, value FROM meta
                  WHERE name IN ('revision', 'fencing_token', 'locks_epoch', 'tasks_epoch',
-                                'agents_epoch', 'wait_seq')",
+                                'agents_epoch')",
                 &[],
             ),
             (&leases, &locks_seen),
@@ -209,9 +209,6 @@ impl WriteStorage for PgWrites {
         self.conn.hint_head(value("revision"));
         if let Some(last) = value("fencing_token") {
             self.conn.set_fence_hint(last);
-        }
-        if let Some(last) = value("wait_seq") {
-            self.conn.set_wait_seq_hint(last);
         }
         let now: Vec<i64> = EPOCHS
             .iter()

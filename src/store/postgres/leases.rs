@@ -223,30 +223,18 @@ pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
 
 impl SharedWaits for PgConn {
     fn queue_wait(&self, resource_key: &str, connection: u64) -> Result<u64> {
-        // As fencing tokens: counted on from what the batch read when it began.
-        let next = match self.wait_seq_hint() {
-            Some(last) => {
-                self.touch(super::LOCKS).defer(format!(
-                    "UPDATE meta SET value = {} WHERE name = 'wait_seq'",
-                    last + 1
-                ));
-                last + 1
-            }
-            None => {
-                let row = self.touch(super::LOCKS).query_write(
-                    "UPDATE meta SET value = value + 1 WHERE name = 'wait_seq' RETURNING value",
-                    &[],
-                )?;
-                row.first().map_or(0, |r| r.get(0))
-            }
-        };
-        self.set_wait_seq_hint(next);
-        self.touch(super::LOCKS).defer(format!(
-            "INSERT INTO lock_waits (queued, resource_key, connection) VALUES ({next}, {}, {})",
-            resource_key.lit(),
-            i(connection),
-        ));
-        Ok(u(next))
+        // A round trip, but only for a request that must wait anyway.
+        let rows = self.touch(super::LOCKS).query_write(
+            "INSERT INTO lock_waits (queued, resource_key, connection)
+             VALUES (nextval('lock_wait_seq'), $1, $2) RETURNING queued",
+            &[&resource_key, &i(connection)],
+        )?;
+        let queued = rows.first().map(|r| r.get::<_, i64>(0)).ok_or_else(|| {
+            crate::error::Error::Unavailable(
+                "PostgreSQL did not number a queued wait; retry".into(),
+            )
+        })?;
+        Ok(u(queued))
     }
 
     fn end_wait(&self, queued: u64) -> Result<()> {

@@ -60,9 +60,6 @@ pub struct PgConn {
     head_hint: Cell<Option<i64>>,
     /// The last fencing token handed out in the writer's transaction, read when it began.
     fence: Cell<Option<i64>>,
-    /// The last place in the order of waits given out, read when the writer's
-    /// transaction began.
-    wait_seq: Cell<Option<i64>>,
     /// Every wait to acquire, read with `leases_ahead`.
     waits_ahead: RefCell<Option<Vec<QueuedWait>>>,
     /// Every live lease, read when the writer's transaction began because another
@@ -92,7 +89,6 @@ impl PgConn {
             touched: Cell::new(0),
             head_hint: Cell::new(None),
             fence: Cell::new(None),
-            wait_seq: Cell::new(None),
             waits_ahead: RefCell::new(None),
             leases_ahead: RefCell::new(None),
             outcomes_ahead: RefCell::new(HashMap::new()),
@@ -106,15 +102,6 @@ impl PgConn {
 
     pub fn set_fence_hint(&self, last: i64) {
         self.fence.set(Some(last));
-    }
-
-    /// The last place in the order of waits given out, when the writer read it.
-    pub fn wait_seq_hint(&self) -> Option<i64> {
-        self.wait_seq.get()
-    }
-
-    pub fn set_wait_seq_hint(&self, last: i64) {
-        self.wait_seq.set(Some(last));
     }
 
     /// Notes that this transaction writes `area` (see [`LOCKS`]); returns self, for
@@ -196,7 +183,6 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
-        self.wait_seq.set(None);
         self.waits_ahead.take();
         self.leases_ahead.take();
         self.outcomes_ahead.borrow_mut().clear();
