@@ -250,7 +250,7 @@ pub struct LockEntry {
 pub struct ListResourceLocksResult {
     pub locks: Vec<LockEntry>,
     /// Requests queued for a key (AcquireResourceLock with `wait_ms`), first come first
-    /// served per key. With PostgreSQL, those queued on this daemon.
+    /// served per key, in that order. With PostgreSQL, those of every daemon.
     pub waiting: Vec<WaitingEntry>,
 }
 

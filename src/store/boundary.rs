@@ -222,17 +222,20 @@ pub trait Leases {
 /// A wait to acquire a lock, as daemons sharing a database see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedWait {
-    /// Its place in the one order of every daemon's waits.
+    /// Its place in the one order of every daemon's waits (0 until it is queued).
     pub queued: u64,
     pub resource_key: String,
     /// The connection waiting (whose connection base tells the daemon).
     pub connection: u64,
+    pub owner: String,
+    pub mode: LockMode,
+    pub slots: Option<u64>,
 }
 
 /// Waits to acquire, queued on any of the daemons sharing a database, in one order.
 pub trait SharedWaits {
     /// Queues a wait; its place in the order.
-    fn queue_wait(&self, resource_key: &str, connection: u64) -> Result<u64>;
+    fn queue_wait(&self, wait: &QueuedWait) -> Result<u64>;
     /// The wait at `queued` was granted, refused, ran out or was abandoned.
     fn end_wait(&self, queued: u64) -> Result<()>;
     /// Ends every wait of a connection in `connections` (a daemon that fell silent).

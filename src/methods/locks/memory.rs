@@ -11,7 +11,7 @@ use crate::resource_key::ResourceKey;
 
 use super::super::schedule::Schedule;
 use super::super::writer::{Reply, ReplyTx};
-use crate::store::boundary::{LeaseRow, Leases};
+use crate::store::boundary::{LeaseRow, Leases, QueuedWait};
 
 use super::conflicts::Want;
 use super::held::Held;
@@ -108,9 +108,9 @@ pub struct LockState {
     pub(super) schedule: Locks,
     /// The `release_on_disconnect` leases of each connection, by lease id.
     pub(super) by_connection: HashMap<u64, HashSet<String>>,
-    /// On a shared database, every daemon's waits to acquire, by key: the waiting
-    /// connection by place in the one order.
-    pub(super) queued_anywhere: HashMap<String, BTreeMap<u64, u64>>,
+    /// On a shared database, every daemon's waits to acquire, by key, then by place in
+    /// the one order.
+    pub(super) queued_anywhere: HashMap<String, BTreeMap<u64, QueuedWait>>,
 }
 
 impl LockState {
@@ -153,11 +153,11 @@ impl LockState {
     }
 
     /// Notes a wait queued on a shared database (by any daemon).
-    pub(super) fn note_wait(&mut self, resource_key: &str, queued: u64, connection: u64) {
+    pub(super) fn note_wait(&mut self, wait: QueuedWait) {
         self.queued_anywhere
-            .entry(resource_key.to_string())
+            .entry(wait.resource_key.clone())
             .or_default()
-            .insert(queued, connection);
+            .insert(wait.queued, wait);
     }
 
     /// Forgets a wait on a shared database.
@@ -173,9 +173,20 @@ impl LockState {
     /// Forgets the waits of `connections` on a shared database.
     pub(super) fn drop_waits_of(&mut self, connections: &std::ops::Range<u64>) {
         self.queued_anywhere.retain(|_, waits| {
-            waits.retain(|_, c| !connections.contains(c));
+            waits.retain(|_, w| !connections.contains(&w.connection));
             !waits.is_empty()
         });
+    }
+
+    /// Changes whenever a wait joins or leaves the shared line (of any daemon), as this
+    /// daemon last saw it.
+    pub fn shared_waits_mark(&self) -> u64 {
+        let (mut n, mut sum) = (0u64, 0u64);
+        for waits in self.queued_anywhere.values() {
+            n += waits.len() as u64;
+            sum = waits.keys().fold(sum, |s, q| s.wrapping_add(*q));
+        }
+        n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ sum
     }
 
     /// The first wait for `resource_key` on a shared database, of any daemon.
@@ -223,7 +234,7 @@ impl LockState {
         if let Some(shared) = leases.shared_waits() {
             self.queued_anywhere.clear();
             for wait in shared.queued_waits()? {
-                self.note_wait(&wait.resource_key, wait.queued, wait.connection);
+                self.note_wait(wait);
             }
         }
         Ok(())

@@ -23,7 +23,7 @@ use crate::protocol::locks::{
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
-use crate::store::boundary::{LeaseEnd, LeaseRow, NewEvent, NewLease};
+use crate::store::boundary::{LeaseEnd, LeaseRow, NewEvent, NewLease, QueuedWait};
 
 use super::super::journal::append;
 use super::super::schedule::Due;
@@ -367,8 +367,17 @@ pub fn acquire(
     let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
     let queued = match ctx.leases().shared_waits() {
         Some(shared) => {
-            let queued = shared.queue_wait(&key, request.connection)?;
-            ctx.locks.note_wait(&key, queued, request.connection);
+            let mut wait = QueuedWait {
+                queued: 0,
+                resource_key: key.clone(),
+                connection: request.connection,
+                owner: request.owner.clone(),
+                mode: request.want.mode,
+                slots: request.want.slots,
+            };
+            wait.queued = shared.queue_wait(&wait)?;
+            let queued = wait.queued;
+            ctx.locks.note_wait(wait);
             Some(queued)
         }
         None => None,
@@ -561,27 +570,39 @@ pub fn list(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut waiting = Vec::new();
-    for queue in ctx.locks.schedule.queue_keys(Queue::Acquire) {
-        if !queue.starts_with(prefix) {
-            continue;
-        }
-        for wait in ctx.locks.schedule.waiters(Queue::Acquire, queue) {
-            let Wait::Acquire(waiter) = wait else {
-                continue;
-            };
-            let request = &waiter.request;
-            if owner.is_some_and(|o| o != request.owner) {
-                continue;
-            }
-            waiting.push(WaitingEntry {
-                resource_key: request.key.key.clone(),
-                owner: request.owner.clone(),
-                mode: request.want.mode,
-                slots: request.want.slots,
-            });
-        }
-    }
+    let mut waiting: Vec<WaitingEntry> = if ctx.leases().shared_waits().is_some() {
+        // Every daemon's waiters, each key's in the order they are served.
+        let waits = ctx.locks.queued_anywhere.iter();
+        waits
+            .filter(|(key, _)| key.starts_with(prefix))
+            .flat_map(|(_, waits)| waits.values())
+            .filter(|w| owner.is_none_or(|o| o == w.owner))
+            .map(|w| WaitingEntry {
+                resource_key: w.resource_key.clone(),
+                owner: w.owner.clone(),
+                mode: w.mode,
+                slots: w.slots,
+            })
+            .collect()
+    } else {
+        let schedule = &ctx.locks.schedule;
+        schedule
+            .queue_keys(Queue::Acquire)
+            .filter(|key| key.starts_with(prefix))
+            .flat_map(|key| schedule.waiters(Queue::Acquire, key))
+            .filter_map(|wait| match wait {
+                Wait::Acquire(w) if owner.is_none_or(|o| o == w.request.owner) => {
+                    Some(WaitingEntry {
+                        resource_key: w.request.key.key.clone(),
+                        owner: w.request.owner.clone(),
+                        mode: w.request.want.mode,
+                        slots: w.request.want.slots,
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    };
     waiting.sort_by(|a, b| a.resource_key.cmp(&b.resource_key));
     Ok(ListResourceLocksResult { locks, waiting })
 }

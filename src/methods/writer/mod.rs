@@ -246,6 +246,8 @@ pub struct WriterStats {
     /// Counts the batches after which the lock waiters were not the same number: what
     /// the journal does not show, for the dashboard.
     waiters_changed: watch::Sender<u64>,
+    /// The shared line of waits as last recorded (`LockState::shared_waits_mark`).
+    shared_waits: AtomicU64,
 }
 
 impl WriterStats {
@@ -259,7 +261,9 @@ impl WriterStats {
             (&self.inbox_waiters, memory.agents.waiting()),
         ];
         let waiters = memory.locks.waiting() as u64;
-        if self.lock_waiters.load(Ordering::Relaxed) != waiters {
+        let shared = memory.locks.shared_waits_mark();
+        let line_moved = self.shared_waits.swap(shared, Ordering::Relaxed) != shared;
+        if self.lock_waiters.load(Ordering::Relaxed) != waiters || line_moved {
             self.waiters_changed.send_modify(|n| *n += 1);
         }
         for (stat, value) in figures {

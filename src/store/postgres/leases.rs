@@ -207,7 +207,9 @@ impl Leases for PgConn {
 
 /// Every wait to acquire, in order, when `locks_epoch` is no longer `$1` (read ahead with
 /// [`leases_if_moved`]).
-pub(super) const WAITS_IF_MOVED: &str = "SELECT queued, resource_key, connection FROM lock_waits
+pub(super) const WAITS_IF_MOVED: &str =
+    "SELECT queued, resource_key, connection, owner, mode, slots
+     FROM lock_waits
      WHERE (SELECT value FROM meta WHERE name = 'locks_epoch') <> $1
      ORDER BY queued";
 
@@ -217,17 +219,29 @@ pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
             queued: u(r.get(0)),
             resource_key: r.get(1),
             connection: u(r.get(2)),
+            owner: r.get(3),
+            mode: match r.get::<_, &str>(4) {
+                "shared" => LockMode::Shared,
+                _ => LockMode::Exclusive,
+            },
+            slots: r.get::<_, Option<i64>>(5).map(u),
         })
         .collect()
 }
 
 impl SharedWaits for PgConn {
-    fn queue_wait(&self, resource_key: &str, connection: u64) -> Result<u64> {
+    fn queue_wait(&self, wait: &QueuedWait) -> Result<u64> {
         // A round trip, but only for a request that must wait anyway.
         let rows = self.touch(super::LOCKS).query_write(
-            "INSERT INTO lock_waits (queued, resource_key, connection)
-             VALUES (nextval('lock_wait_seq'), $1, $2) RETURNING queued",
-            &[&resource_key, &i(connection)],
+            "INSERT INTO lock_waits (queued, resource_key, connection, owner, mode, slots)
+             VALUES (nextval('lock_wait_seq'), $1, $2, $3, $4, $5) RETURNING queued",
+            &[
+                &wait.resource_key,
+                &i(wait.connection),
+                &wait.owner,
+                &wait.mode.as_str(),
+                &wait.slots.map(i),
+            ],
         )?;
         let queued = rows.first().map(|r| r.get::<_, i64>(0)).ok_or_else(|| {
             crate::error::Error::Unavailable(
@@ -259,7 +273,8 @@ impl SharedWaits for PgConn {
             return Ok(waits);
         }
         let rows = self.query(
-            "SELECT queued, resource_key, connection FROM lock_waits ORDER BY queued",
+            "SELECT queued, resource_key, connection, owner, mode, slots FROM lock_waits
+             ORDER BY queued",
             &[],
         )?;
         Ok(wait_rows(&rows))
