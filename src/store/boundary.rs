@@ -517,10 +517,9 @@ impl Foreseen {
         self.lock_outcomes.is_empty()
     }
 
-    /// Adds what `other` foresees.
-    pub fn add(&mut self, other: &Foreseen) {
-        self.lock_outcomes
-            .extend(other.lock_outcomes.iter().cloned());
+    /// Moves what `other` foresees into this.
+    pub fn take_from(&mut self, other: &mut Foreseen) {
+        self.lock_outcomes.append(&mut other.lock_outcomes);
     }
 }
 

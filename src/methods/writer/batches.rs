@@ -279,33 +279,44 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        self.writes.begin(&foreseen_by(jobs))?;
-        if self.writes.shared() {
-            let before = jobs.len();
-            intake.take_queued(jobs);
-            let late = foreseen_by(&jobs[before..]);
-            if !late.is_empty() {
-                self.writes.foresee(&late)?;
-            }
-        }
+        self.writes.begin(&take_foreseen(jobs))?;
+        // From here on the transaction is open: whatever fails rolls it back.
+        let mut applied = self.join_late(jobs, intake);
         let writes = jobs
             .iter()
             .filter(|j| matches!(j.work, Work::Write { .. }))
             .count();
         *size = (jobs.len(), writes as u64);
-        let now_ms = self.batch_time(now_ms);
-        let applied = self.apply_in_transaction(
-            jobs,
-            now_ms,
-            mono_now,
-            answers,
-            deferred,
-            lock_state_suspect,
-        );
+        if applied.is_ok() {
+            let now_ms = self.batch_time(now_ms);
+            applied = self.apply_in_transaction(
+                jobs,
+                now_ms,
+                mono_now,
+                answers,
+                deferred,
+                lock_state_suspect,
+            );
+        }
         if applied.is_err() {
             self.writes.rollback();
         }
         applied
+    }
+
+    /// On shared storage, the jobs that came while the batch waited to begin join it,
+    /// and what they will read is read ahead too.
+    fn join_late(&mut self, jobs: &mut Vec<Job>, intake: &mut Intake) -> Result<()> {
+        if !self.writes.shared() {
+            return Ok(());
+        }
+        let before = jobs.len();
+        intake.take_queued(jobs);
+        let late = take_foreseen(&mut jobs[before..]);
+        match late.is_empty() {
+            true => Ok(()),
+            false => self.writes.foresee(&late),
+        }
     }
 
     fn apply_in_transaction(
@@ -430,12 +441,12 @@ impl WriterLoop {
     }
 }
 
-/// What `jobs` will read.
-fn foreseen_by(jobs: &[Job]) -> Foreseen {
+/// What `jobs` will read, taken out of them (the batch reads it ahead once).
+fn take_foreseen(jobs: &mut [Job]) -> Foreseen {
     let mut foreseen = Foreseen::default();
     for job in jobs {
-        if let Work::Write { foreseen: f, .. } = &job.work {
-            foreseen.add(f);
+        if let Work::Write { foreseen: f, .. } = &mut job.work {
+            foreseen.take_from(f);
         }
     }
     foreseen

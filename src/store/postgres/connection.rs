@@ -171,8 +171,9 @@ impl WriteStorage for PgWrites {
         self.conn.send_first("BEGIN");
         let lock =
             format!("SELECT {SERVER_NOW_MS} FROM (SELECT pg_advisory_xact_lock($1)) AS locked");
-        let leases = leases::leases_if_moved();
-        let outcomes = leases::outcomes_of();
+        let leases_sql = leases::leases_if_moved();
+        let outcomes_sql = leases::outcomes_of();
+        let waits_sql = leases::waits_if_moved();
         let locks_seen: [&(dyn ToSql + Sync); 1] = [&self.seen[0]];
         let mut reads: Vec<(&str, Params<'_>)> = vec![
             (&lock, &[&WRITER_LOCK]),
@@ -182,12 +183,12 @@ impl WriteStorage for PgWrites {
                                 'agents_epoch')",
                 &[],
             ),
-            (&leases, &locks_seen),
-            (leases::WAITS_IF_MOVED, &locks_seen),
+            (&leases_sql, &locks_seen),
+            (&waits_sql, &locks_seen),
         ];
         let outcome_keys: [&(dyn ToSql + Sync); 1] = [&foreseen.lock_outcomes];
         if !foreseen.lock_outcomes.is_empty() {
-            reads.push((&outcomes, &outcome_keys));
+            reads.push((&outcomes_sql, &outcome_keys));
         }
         let mut rows = self.conn.query_all(&reads)?.into_iter();
         let (clock, meta, live, waits) = (

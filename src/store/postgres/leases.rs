@@ -13,6 +13,14 @@ use super::{i, u, Lit, PgConn};
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
 
+/// A lock mode as stored.
+fn mode(stored: &str) -> LockMode {
+    match stored {
+        "shared" => LockMode::Shared,
+        _ => LockMode::Exclusive,
+    }
+}
+
 fn lease_row(r: &Row) -> LeaseRow {
     LeaseRow {
         resource_key: r.get(0),
@@ -25,10 +33,7 @@ fn lease_row(r: &Row) -> LeaseRow {
         metadata: r.get(7),
         holder_connection: r.get::<_, Option<i64>>(8).map(u),
         token_id: r.get(9),
-        mode: match r.get::<_, &str>(10) {
-            "shared" => LockMode::Shared,
-            _ => LockMode::Exclusive,
-        },
+        mode: mode(r.get(10)),
         slots: r.get::<_, Option<i64>>(11).map(u),
     }
 }
@@ -207,11 +212,15 @@ impl Leases for PgConn {
 
 /// Every wait to acquire, in order, when `locks_epoch` is no longer `$1` (read ahead with
 /// [`leases_if_moved`]).
-pub(super) const WAITS_IF_MOVED: &str =
-    "SELECT queued, resource_key, connection, owner, mode, slots
-     FROM lock_waits
-     WHERE (SELECT value FROM meta WHERE name = 'locks_epoch') <> $1
-     ORDER BY queued";
+pub(super) fn waits_if_moved() -> String {
+    format!(
+        "SELECT {WAIT_COLUMNS} FROM lock_waits
+         WHERE (SELECT value FROM meta WHERE name = 'locks_epoch') <> $1
+         ORDER BY queued"
+    )
+}
+
+const WAIT_COLUMNS: &str = "queued, resource_key, connection, owner, mode, slots";
 
 pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
     rows.iter()
@@ -220,10 +229,7 @@ pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
             resource_key: r.get(1),
             connection: u(r.get(2)),
             owner: r.get(3),
-            mode: match r.get::<_, &str>(4) {
-                "shared" => LockMode::Shared,
-                _ => LockMode::Exclusive,
-            },
+            mode: mode(r.get(4)),
             slots: r.get::<_, Option<i64>>(5).map(u),
         })
         .collect()
@@ -273,8 +279,7 @@ impl SharedWaits for PgConn {
             return Ok(waits);
         }
         let rows = self.query(
-            "SELECT queued, resource_key, connection, owner, mode, slots FROM lock_waits
-             ORDER BY queued",
+            &format!("SELECT {WAIT_COLUMNS} FROM lock_waits ORDER BY queued"),
             &[],
         )?;
         Ok(wait_rows(&rows))

@@ -146,6 +146,12 @@ impl PgConn {
         *self.waits_ahead.borrow_mut() = Some(waits);
     }
 
+    /// Drops the leases and waits read ahead: a write may have changed them.
+    fn forget_read_ahead(&self) {
+        self.leases_ahead.take();
+        self.waits_ahead.take();
+    }
+
     /// Keeps the outcomes read ahead for `keys` (`found` are those that have one).
     pub fn outcomes_read_ahead(&self, keys: &[String], found: Vec<(String, Previous)>) {
         let mut ahead = self.outcomes_ahead.borrow_mut();
@@ -167,8 +173,7 @@ impl PgConn {
     /// the next statement, or with the commit. Its values must be literals ([`lit`]).
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
-        self.leases_ahead.take();
-        self.waits_ahead.take();
+        self.forget_read_ahead();
         let mut deferred = self.deferred.borrow_mut();
         deferred.push_str(&sql);
         deferred.push_str(";\n");
@@ -183,8 +188,7 @@ impl PgConn {
         self.touched.set(0);
         self.head_hint.set(None);
         self.fence.set(None);
-        self.waits_ahead.take();
-        self.leases_ahead.take();
+        self.forget_read_ahead();
         self.outcomes_ahead.borrow_mut().clear();
     }
 
@@ -253,8 +257,7 @@ impl PgConn {
     /// Rows of a statement that writes (`INSERT ... RETURNING`, ...); each counts as a
     /// change.
     pub fn query_write(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>> {
-        self.leases_ahead.take();
-        self.waits_ahead.take();
+        self.forget_read_ahead();
         let rows = self.query(sql, params)?;
         self.changed
             .set(self.changed.get() + rows.len().max(1) as u64);
@@ -263,8 +266,7 @@ impl PgConn {
 
     /// Runs a statement that writes; the rows it changed.
     pub fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64> {
-        self.leases_ahead.take();
-        self.waits_ahead.take();
+        self.forget_read_ahead();
         let n = self.block(async {
             let statement = self.client.prepare_cached(sql).await?;
             self.client.execute(&statement, params).await
