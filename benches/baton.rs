@@ -41,7 +41,7 @@ struct Row {
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
 /// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls,
-/// postgres).
+/// postgres; `dag` is the DAG runs of `tasks` alone).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -100,6 +100,90 @@ fn start_daemon_with(dir: &Path, args: &[String]) -> (Child, Vec<String>) {
         }
     });
     (child, seen)
+}
+
+/// CPU time (user and system) process `pid` has used, in microseconds, and its thread
+/// named `thread` (from the scheduler's per-thread account, which is exact where the
+/// clock-tick counters of `/proc/PID/stat` are coarse; those count exited threads too).
+fn cpu_us(pid: &str, thread: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    // SAFETY: sysconf with a valid name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    // utime and stime are the 14th and 15th fields, 12th and 13th after the name.
+    let all = (ticks(11) + ticks(12)) / hz * 1e6;
+    let mut named = 0.0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() == thread {
+            named += std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| {
+                    s.split_whitespace()
+                        .next()
+                        .and_then(|n| n.parse::<f64>().ok())
+                })
+                .unwrap_or(0.0)
+                / 1e3;
+        }
+    }
+    (all, named)
+}
+
+/// CPU spent per operation by batond (all threads, and its writer thread) and by this
+/// client while `load` ran `ops` operations: where a load's time goes.
+pub struct CpuPerOp {
+    daemon: f64,
+    writer: f64,
+    client: f64,
+}
+
+impl CpuPerOp {
+    pub async fn measure<F: std::future::Future<Output = T>, T>(
+        daemon_pid: u32,
+        load: F,
+        ops: impl FnOnce(&T) -> f64,
+    ) -> (T, CpuPerOp) {
+        let pid = daemon_pid.to_string();
+        let (d0, w0) = cpu_us(&pid, "baton-writer");
+        let (c0, _) = cpu_us("self", "");
+        let out = load.await;
+        let (d1, w1) = cpu_us(&pid, "baton-writer");
+        let (c1, _) = cpu_us("self", "");
+        let n = ops(&out).max(1.0);
+        let per_op = CpuPerOp {
+            daemon: (d1 - d0) / n,
+            writer: (w1 - w0) / n,
+            client: (c1 - c0) / n,
+        };
+        (out, per_op)
+    }
+
+    fn row(&self, name: &'static str) -> Row {
+        Row {
+            name,
+            figure: format!(
+                "batond {:.1} us (writer {:.1} us), client {:.1} us",
+                self.daemon, self.writer, self.client
+            ),
+            target: "-".into(),
+            pass: None,
+        }
+    }
 }
 
 fn rss_mb(pid: u32) -> f64 {
@@ -420,8 +504,12 @@ async fn run() -> (Vec<Row>, u64) {
             pass: Some(get_p50 <= 2.5 * echo_p50),
         });
 
-        let (cas_rate, cas_errors) =
-            concurrent_cas_sets(std::slice::from_ref(&socket), 64, cas_per_conn).await;
+        let ((cas_rate, cas_errors), cpu) = CpuPerOp::measure(
+            daemon.id(),
+            concurrent_cas_sets(std::slice::from_ref(&socket), 64, cas_per_conn),
+            |_| (64 * cas_per_conn) as f64,
+        )
+        .await;
         errors += cas_errors;
         rows.push(Row {
             name: "durable CAS Set, 64 connections",
@@ -429,6 +517,7 @@ async fn run() -> (Vec<Row>, u64) {
             target: ">= 25,000 /s".into(),
             pass: Some(cas_rate >= 25_000.0),
         });
+        rows.push(cpu.row("CPU per durable CAS Set, 64 connections"));
 
         let mut on_redis = Vec::new();
         for redis in [&redis_aof, &redis_mem] {
@@ -490,8 +579,12 @@ async fn run() -> (Vec<Row>, u64) {
     }
 
     if only("locks") {
-        let (cycle_rate, cycle_errors) =
-            locks::lock_cycles(std::slice::from_ref(&socket), 16, cycles_per_conn).await;
+        let ((cycle_rate, cycle_errors), cpu) = CpuPerOp::measure(
+            daemon.id(),
+            locks::lock_cycles(std::slice::from_ref(&socket), 16, cycles_per_conn),
+            |_| (16 * cycles_per_conn) as f64,
+        )
+        .await;
         errors += cycle_errors;
         rows.push(Row {
             name: "lock acquire+release, 16 connections",
@@ -499,6 +592,7 @@ async fn run() -> (Vec<Row>, u64) {
             target: ">= 15,000 /s".into(),
             pass: Some(cycle_rate >= 15_000.0),
         });
+        rows.push(cpu.row("CPU per lock cycle, 16 connections"));
         let mut on_redis = Vec::new();
         for redis in [&redis_aof, &redis_mem] {
             on_redis.push(match redis {
@@ -573,9 +667,14 @@ async fn run() -> (Vec<Row>, u64) {
         });
     }
 
-    if only("tasks") {
+    if only("tasks") || only("dag") {
         for (style, how) in [(Worker::Plain, "plain"), (Worker::Pipelined, "pipelined")] {
-            let (rate, e) = tasks::run_nodes(&socket, 1000, 4, false, style).await;
+            let ((rate, e), cpu) = CpuPerOp::measure(
+                daemon.id(),
+                tasks::run_nodes(&socket, 1000, 4, false, style),
+                |_| 1000.0,
+            )
+            .await;
             errors += e;
             rows.push(Row {
                 name: if how == "plain" {
@@ -587,6 +686,11 @@ async fn run() -> (Vec<Row>, u64) {
                 target: ">= 5,000 /s".into(),
                 pass: Some(rate >= 5_000.0),
             });
+            rows.push(cpu.row(if how == "plain" {
+                "CPU per node, 4 plain workers"
+            } else {
+                "CPU per node, 4 pipelined workers"
+            }));
             let (rate, e) = tasks::run_nodes(&socket, 200, 1, true, style).await;
             errors += e;
             rows.push(Row {
@@ -600,6 +704,8 @@ async fn run() -> (Vec<Row>, u64) {
                 pass: Some(rate >= 1_500.0),
             });
         }
+    }
+    if only("tasks") {
         // A pick among 10 queued nodes, then among 100,000 across priorities and labels
         // (on a daemon of its own, so the earlier groups' nodes do not count).
         let queue_dir = tempfile::tempdir().unwrap();
