@@ -78,6 +78,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_result_schema",
         sql: include_str!("../../migrations/0013_result_schema.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_history_by_revision",
+        sql: include_str!("../../migrations/0014_history_by_revision.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -216,6 +221,53 @@ mod tests {
             matches!(err, MigrationError::TooNew { found: 999, .. }),
             "{err}"
         );
+    }
+
+    /// History stored by key before 0014 is found by revision after it: every version,
+    /// newest first, from any version back.
+    #[test]
+    fn history_stored_by_key_is_kept_when_stored_by_revision() {
+        use crate::store::boundary::Records;
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_through(&mut conn, 0, 13).unwrap();
+        let mut revision = 0;
+        for version in 1..=150 {
+            for key in ["a", "b"] {
+                revision += 1;
+                conn.execute(
+                    "INSERT INTO history (namespace, key, version, value, revision, updated_at, deleted)
+                     VALUES ('n', ?1, ?2, ?3, ?4, 0, 0)",
+                    params![key, version, version.to_string(), revision],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO records (namespace, key, value, version, revision, updated_at)
+                     VALUES ('n', ?1, ?2, ?3, ?4, 0)
+                     ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value,
+                       version = excluded.version, revision = excluded.revision",
+                    params![key, version.to_string(), version, revision],
+                )
+                .unwrap();
+            }
+        }
+        migrate(&mut conn, 0).unwrap();
+        let versions = |before: Option<u64>, limit: u64| -> Vec<u64> {
+            conn.history("n", "b", before, limit)
+                .unwrap()
+                .iter()
+                .map(|h| h.version)
+                .collect()
+        };
+        assert_eq!(versions(None, 1000), (1..=150).rev().collect::<Vec<_>>());
+        assert_eq!(versions(Some(130), 3), [129, 128, 127]);
+        assert_eq!(versions(Some(65), 2), [64, 63]);
+        let revisions: Vec<u64> = conn
+            .history("n", "a", None, 2)
+            .unwrap()
+            .iter()
+            .map(|h| h.revision)
+            .collect();
+        assert_eq!(revisions, [299, 297]);
     }
 
     #[test]

@@ -11,6 +11,9 @@ use crate::protocol::state::{HistoryEntry, Record, RecordState};
 
 use super::boundary::{NewVersion, Records, StoredVersion};
 
+/// Every how many versions of a key `history_marks` notes where its version is.
+const HISTORY_MARK_EVERY: u64 = 64;
+
 /// value, version, revision, updated_by, updated_at
 type StateColumns = (Option<String>, u64, u64, Option<String>, i64);
 
@@ -73,6 +76,20 @@ impl Records for Connection {
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
         let deleted = v.value.is_none();
+        // Before the current row moves on: it holds the previous version's revision.
+        self.prepare_cached(
+            "INSERT INTO history_log (revision, namespace, key, version, value, updated_by, updated_at,
+                                      deleted, prev)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                     (SELECT revision FROM records WHERE namespace = ?2 AND key = ?3))",
+        )?
+        .execute(params![v.revision, v.namespace, v.key, v.version, v.value, v.updated_by, v.at_ms, deleted])?;
+        if v.version.is_multiple_of(HISTORY_MARK_EVERY) {
+            self.prepare_cached(
+                "INSERT INTO history_marks (namespace, key, version, revision) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![v.namespace, v.key, v.version, v.revision])?;
+        }
         self.prepare_cached(
             "INSERT INTO records (namespace, key, value, version, revision, updated_by, updated_at, deleted,
                                   session_id)
@@ -93,11 +110,6 @@ impl Records for Connection {
             deleted,
             v.session_id
         ])?;
-        self.prepare_cached(
-            "INSERT INTO history (namespace, key, version, value, revision, updated_by, updated_at, deleted)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?
-        .execute(params![v.namespace, v.key, v.version, v.value, v.revision, v.updated_by, v.at_ms, deleted])?;
         Ok(())
     }
 
@@ -149,12 +161,33 @@ impl Records for Connection {
         before_version: Option<u64>,
         limit: u64,
     ) -> Result<Vec<HistoryEntry>> {
+        // One statement, so one snapshot: from the mark at or above the newest version
+        // wanted (else the current row), back along `prev` until `limit` versions are found.
         let mut stmt = self.prepare_cached(
-            "SELECT version, value, updated_by, updated_at, revision, deleted FROM history
-             WHERE namespace = ?1 AND key = ?2 AND (?3 IS NULL OR version < ?3)
-             ORDER BY version DESC LIMIT ?4 + 0",
+            "WITH RECURSIVE
+               head(version, revision) AS (
+                 SELECT version, revision FROM records WHERE namespace = ?1 AND key = ?2),
+               wanted(version) AS (
+                 SELECT CASE WHEN ?3 IS NULL OR ?3 > version THEN version ELSE ?3 - 1 END FROM head),
+               start(revision) AS (
+                 SELECT COALESCE(
+                   (SELECT m.revision FROM history_marks m, wanted w
+                     WHERE m.namespace = ?1 AND m.key = ?2 AND m.version >= w.version
+                     ORDER BY m.version LIMIT 1),
+                   (SELECT revision FROM head))),
+               chain(revision, version, prev, steps) AS (
+                 SELECT h.revision, h.version, h.prev, 1 FROM history_log h, start
+                  WHERE h.revision = start.revision
+                 UNION ALL
+                 SELECT h.revision, h.version, h.prev, c.steps + 1 FROM chain c, history_log h
+                  WHERE h.revision = c.prev AND c.steps < ?4 + ?5)
+             SELECT h.version, h.value, h.updated_by, h.updated_at, h.revision, h.deleted
+               FROM chain c JOIN history_log h ON h.revision = c.revision, wanted w
+              WHERE c.version <= w.version
+              ORDER BY c.version DESC LIMIT ?4 + 0",
         )?;
-        let rows = stmt.query_map(params![namespace, key, before_version, limit], |r| {
+        let walk = HISTORY_MARK_EVERY as i64;
+        let rows = stmt.query_map(params![namespace, key, before_version, limit, walk], |r| {
             Ok((
                 r.get::<_, u64>(0)?,
                 r.get::<_, Option<String>>(1)?,

@@ -1,7 +1,7 @@
 //! Versioned state: Get, Set, Delete, List, History, Txn, ClearNamespace, Export, and
 //! idempotency keys, against a real daemon.
 
-use crate::common::{assert_error, u64s, Daemon};
+use crate::common::{assert_error, u64s, Client, Daemon};
 use serde_json::{json, Value};
 
 #[test]
@@ -190,6 +190,74 @@ fn history_is_newest_first_with_deletions_and_paging() {
         c.result("History", json!({"namespace": "n", "key": "none"}))["history"],
         json!([])
     );
+}
+
+/// Versions are found from the newest back, with a mark every 64 versions: paging must
+/// land on every version, at every page size, on either side of a mark, across a restart,
+/// with other keys written in between.
+#[test]
+fn history_pages_through_hundreds_of_versions() {
+    let mut daemon = Daemon::start();
+    let mut c = daemon.client();
+    let mut expected = Vec::new();
+    for i in 1..=200u64 {
+        if i % 50 == 0 {
+            c.result("Delete", json!({"namespace": "n", "key": "k"}));
+            expected.push(json!(null));
+        }
+        c.set("n", "k", json!(i));
+        expected.push(json!(i));
+        c.set("n", "other", json!(i));
+    }
+    expected.reverse();
+    let newest = expected.len() as u64;
+    drop(c);
+    assert!(daemon.sigterm().success());
+    daemon.restart();
+    let mut c = daemon.client();
+    let page = |c: &mut Client, before: Option<u64>, limit: u64| -> Vec<(u64, Value)> {
+        let mut params = json!({"namespace": "n", "key": "k", "limit": limit});
+        if let Some(before) = before {
+            params["before_version"] = json!(before);
+        }
+        c.result("History", params)["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| (h["version"].as_u64().unwrap(), h["value"].clone()))
+            .collect()
+    };
+    let whole = page(&mut c, None, 1000);
+    let versions: Vec<u64> = whole.iter().map(|(v, _)| *v).collect();
+    assert_eq!(versions, (1..=newest).rev().collect::<Vec<_>>());
+    let values: Vec<Value> = whole.into_iter().map(|(_, v)| v).collect();
+    assert_eq!(values, expected);
+    for limit in [1, 7, 64, 65] {
+        let mut before = None;
+        let mut seen = Vec::new();
+        loop {
+            let got = page(&mut c, before, limit);
+            if got.is_empty() {
+                break;
+            }
+            assert!(got.len() as u64 <= limit);
+            before = got.last().map(|(v, _)| *v);
+            seen.extend(got.into_iter().map(|(v, _)| v));
+        }
+        assert_eq!(
+            seen,
+            (1..=newest).rev().collect::<Vec<_>>(),
+            "limit {limit}"
+        );
+    }
+    for before in [1, 2, 63, 64, 65, 128, 129, newest, newest + 1, newest + 100] {
+        let got: Vec<u64> = page(&mut c, Some(before), 3)
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect();
+        let want: Vec<u64> = (1..before.min(newest + 1)).rev().take(3).collect();
+        assert_eq!(got, want, "before {before}");
+    }
 }
 
 #[test]
