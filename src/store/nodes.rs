@@ -245,27 +245,33 @@ impl Nodes for Connection {
             String,
             u32,
             u32,
-        ) = self
-            .prepare_cached(
+        ) = {
+            // A write and a point read: SQLite gathers RETURNING's output in a temporary
+            // table of its own, which cost more than both.
+            self.prepare_cached(
                 "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
                         lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
                         lease_token_id = ?7, lease_session_id = ?8
-                 WHERE task_id = ?1 AND node_id = ?2
-                 RETURNING name, payload, dependencies, attempts, max_attempts",
+                 WHERE task_id = ?1 AND node_id = ?2",
             )?
-            .query_row(
-                params![
-                    task_id,
-                    node_id,
-                    lease.lease_id,
-                    lease.owner,
-                    lease.expires_at,
-                    lease.at_ms,
-                    lease.token_id,
-                    lease.session_id
-                ],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-            )?;
+            .execute(params![
+                task_id,
+                node_id,
+                lease.lease_id,
+                lease.owner,
+                lease.expires_at,
+                lease.at_ms,
+                lease.token_id,
+                lease.session_id
+            ])?;
+            self.prepare_cached(
+                "SELECT name, payload, dependencies, attempts, max_attempts FROM nodes
+                 WHERE task_id = ?1 AND node_id = ?2",
+            )?
+            .query_row(params![task_id, node_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+        };
         Ok(StartedNode {
             name,
             payload,
@@ -330,11 +336,13 @@ impl Nodes for Connection {
     }
 
     fn count_finished(&self, task_id: &str) -> Result<u64> {
+        // Without RETURNING, as in `start_node`.
+        self.prepare_cached(
+            "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = ?1",
+        )?
+        .execute([task_id])?;
         Ok(self
-            .prepare_cached(
-                "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = ?1
-                 RETURNING unfinished_nodes",
-            )?
+            .prepare_cached("SELECT unfinished_nodes FROM tasks WHERE task_id = ?1")?
             .query_row([task_id], |r| r.get(0))?)
     }
 
