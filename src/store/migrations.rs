@@ -83,6 +83,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_history_by_revision",
         sql: include_str!("../../migrations/0014_history_by_revision.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_unread_lock_indexes",
+        sql: include_str!("../../migrations/0015_unread_lock_indexes.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
