@@ -326,12 +326,21 @@ impl Nodes for Connection {
     }
 
     fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()> {
-        self.prepare_cached(
+        // The dependents first, then one point update each: `IN (SELECT ...)` builds a
+        // temporary table per execution, even for a node nothing depends on.
+        let dependents: Vec<String> = self
+            .prepare_cached(
+                "SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2",
+            )?
+            .query_map(params![task_id, node_id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut release = self.prepare_cached(
             "UPDATE nodes SET remaining_deps = remaining_deps - 1, runnable_since = ?3
-             WHERE task_id = ?1 AND node_id IN
-                   (SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2)",
-        )?
-        .execute(params![task_id, node_id, seq])?;
+             WHERE task_id = ?1 AND node_id = ?2",
+        )?;
+        for dependent in dependents {
+            release.execute(params![task_id, dependent, seq])?;
+        }
         Ok(())
     }
 
