@@ -669,18 +669,25 @@ async fn run() -> (Vec<Row>, u64) {
 
     if only("tasks") || only("dag") {
         for (style, how) in [(Worker::Plain, "plain"), (Worker::Pipelined, "pipelined")] {
-            let ((rate, e), cpu) = CpuPerOp::measure(
-                daemon.id(),
-                tasks::run_nodes(&socket, 1000, 4, false, style),
-                |_| 1000.0,
-            )
-            .await;
-            errors += e;
+            // One run of 1,000 nodes takes a quarter of a second: the median of three.
+            let mut runs = Vec::new();
+            for _ in 0..3 {
+                let ((rate, e), cpu) = CpuPerOp::measure(
+                    daemon.id(),
+                    tasks::run_nodes(&socket, 1000, 4, false, style),
+                    |_| 1000.0,
+                )
+                .await;
+                errors += e;
+                runs.push((rate, cpu));
+            }
+            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (rate, cpu) = runs.swap_remove(1);
             rows.push(Row {
                 name: if how == "plain" {
-                    "1,000 independent nodes, 4 plain workers"
+                    "1,000 independent nodes, 4 plain workers (median of 3)"
                 } else {
-                    "1,000 independent nodes, 4 pipelined workers"
+                    "1,000 independent nodes, 4 pipelined workers (median of 3)"
                 },
                 figure: format!("{rate:.0} nodes/s"),
                 target: ">= 5,000 /s".into(),
@@ -691,13 +698,19 @@ async fn run() -> (Vec<Row>, u64) {
             } else {
                 "CPU per node, 4 pipelined workers"
             }));
-            let (rate, e) = tasks::run_nodes(&socket, 200, 1, true, style).await;
-            errors += e;
+            let mut rates = Vec::new();
+            for _ in 0..3 {
+                let (rate, e) = tasks::run_nodes(&socket, 200, 1, true, style).await;
+                errors += e;
+                rates.push(rate);
+            }
+            rates.sort_by(f64::total_cmp);
+            let rate = rates[1];
             rows.push(Row {
                 name: if how == "plain" {
-                    "200-node chain, 1 plain worker"
+                    "200-node chain, 1 plain worker (median of 3)"
                 } else {
-                    "200-node chain, 1 pipelined worker"
+                    "200-node chain, 1 pipelined worker (median of 3)"
                 },
                 figure: format!("{rate:.0} nodes/s"),
                 target: ">= 1,500 /s".into(),
@@ -782,7 +795,7 @@ fn main() {
     let (rows, errors) = runtime.block_on(run());
     println!();
     println!(
-        "{:<46} {:<48} {:<18} result",
+        "{:<50} {:<48} {:<18} result",
         "benchmark", "figure", "target"
     );
     for row in &rows {
@@ -792,7 +805,7 @@ fn main() {
             None => "",
         };
         println!(
-            "{:<46} {:<48} {:<18} {result}",
+            "{:<50} {:<48} {:<18} {result}",
             row.name, row.figure, row.target
         );
     }
