@@ -369,6 +369,11 @@ fn parse<M: Method>(raw: &RawValue) -> Result<M> {
             field: None,
         });
     }
+    // The plain parse first: tracking the path costs on every field, and only a refusal
+    // needs it (to name the field).
+    if let Ok(params) = serde_json::from_str::<M>(text) {
+        return Ok(params);
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize::<_, M>(&mut de).map_err(|err| {
         let path = err.path().to_string();
