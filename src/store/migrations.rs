@@ -266,6 +266,21 @@ mod tests {
         assert_eq!(versions(None, 1000), (1..=150).rev().collect::<Vec<_>>());
         assert_eq!(versions(Some(130), 3), [129, 128, 127]);
         assert_eq!(versions(Some(65), 2), [64, 63]);
+        // The marks this migration made are where History expects them.
+        let marks: Vec<u64> = conn
+            .prepare("SELECT version FROM history_marks WHERE key = 'b' ORDER BY version")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            marks,
+            [
+                super::super::state::HISTORY_MARK_EVERY,
+                2 * super::super::state::HISTORY_MARK_EVERY
+            ]
+        );
         let revisions: Vec<u64> = conn
             .history("n", "a", None, 2)
             .unwrap()

@@ -11,8 +11,11 @@ use crate::protocol::state::{HistoryEntry, Record, RecordState};
 
 use super::boundary::{NewVersion, Records, StoredVersion};
 
-/// Every how many versions of a key `history_marks` notes where its version is.
-const HISTORY_MARK_EVERY: u64 = 64;
+/// Every how many versions of a key `history_marks` notes where its version is. History
+/// walks at most this many rows past the mark it starts from, so it must equal the
+/// spacing migration 0014 gave the marks of existing keys (64), or History would stop
+/// short on them: changing it needs a migration that marks every key anew.
+pub(super) const HISTORY_MARK_EVERY: u64 = 64;
 
 /// value, version, revision, updated_by, updated_at
 type StateColumns = (Option<String>, u64, u64, Option<String>, i64);
