@@ -8,6 +8,7 @@ use rusqlite::Connection;
 use crate::error::{Error, Result};
 
 use super::boundary::{Foreseen, Storage, WriteStorage};
+use super::leases;
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
@@ -25,14 +26,37 @@ pub struct SqliteWrites {
     conn: Connection,
     /// Rows changed on this connection when the current request started.
     changes_at_request: std::cell::Cell<u64>,
+    /// `lock_outcomes_through` as stored (see `store::leases`).
+    outcomes_mark: i64,
 }
 
 impl SqliteWrites {
-    pub(super) fn new(conn: Connection) -> SqliteWrites {
+    /// `conn` has its table of pending outcomes, and `lock_outcomes` is complete through
+    /// `outcomes_mark` ([`leases::recover_outcomes`]).
+    pub(super) fn new(conn: Connection, outcomes_mark: i64) -> SqliteWrites {
         SqliteWrites {
             conn,
             changes_at_request: std::cell::Cell::new(0),
+            outcomes_mark,
         }
+    }
+
+    /// Inside the batch, before it commits: stores the pending lock outcomes when enough
+    /// wait or the journal has run far enough past the mark (see `store::leases`).
+    fn store_outcomes_when_due(&mut self) -> Result<()> {
+        let (pending, head): (i64, i64) = self
+            .conn
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM temp.pending_outcomes),
+                        (SELECT value FROM main.meta WHERE name = 'revision')",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        if pending >= leases::OUTCOMES_HELD
+            || head - self.outcomes_mark >= leases::OUTCOMES_REPLAY_SPAN
+        {
+            self.outcomes_mark = leases::store_outcomes(&self.conn)?;
+        }
+        Ok(())
     }
 
     fn run(&self, sql: &str) -> Result<()> {
@@ -51,6 +75,7 @@ impl WriteStorage for SqliteWrites {
     }
 
     fn commit(&mut self) -> Result<()> {
+        self.store_outcomes_when_due()?;
         self.run("COMMIT")
     }
 
@@ -60,6 +85,10 @@ impl WriteStorage for SqliteWrites {
             if let Err(err) = self.conn.execute_batch("ROLLBACK") {
                 tracing::error!(%err, "cannot roll back a failed batch");
             }
+        }
+        // The batch may have moved the mark; what is stored says where it is.
+        if let Ok(mark) = leases::outcomes_through(&self.conn) {
+            self.outcomes_mark = mark;
         }
     }
 
@@ -82,6 +111,15 @@ impl WriteStorage for SqliteWrites {
     }
 
     fn close(&mut self) {
+        // The next start need not replay outcomes from the journal (it would be harmless).
+        let stored = self
+            .run("BEGIN IMMEDIATE")
+            .and_then(|()| Ok(leases::store_outcomes(&self.conn)?))
+            .and_then(|_| self.run("COMMIT"));
+        if let Err(err) = stored {
+            tracing::warn!(%err, "cannot store the pending lock outcomes at shutdown; the next start replays them from the journal");
+            self.rollback();
+        }
         // The next start need not check the database.
         if let Err(err) = self.conn.execute(
             "UPDATE meta SET value = 1 WHERE name = 'clean_shutdown'",

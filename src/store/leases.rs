@@ -1,6 +1,21 @@
 //! SQL for resource-lock leases (`locks`), the last outcome of each key
 //! (`lock_outcomes`) and the fencing counter: SQLite's side of [`Leases`]. The rules
 //! (conflicts, the `dir:` hierarchy, waiting, fencing) are in `methods::locks`.
+//!
+//! Outcomes are stored in batches. Keyed by resource key, `lock_outcomes` took one page
+//! per key a commit released, and each page is a 4 KiB frame in the write-ahead log: on
+//! short locks that was a third of what a commit wrote. A release's outcome goes to
+//! `pending_outcomes`, a table in the writer connection's temporary database (memory:
+//! `temp_store = MEMORY`), which commits and rolls back with the batch like any other
+//! table but is never written to disk. The journal event of the release or expiry
+//! (`lock.released`, `lock.expired`) carries the same facts and is durable with the
+//! batch. The writer moves the pending outcomes to `lock_outcomes` inside a batch once
+//! [`OUTCOMES_HELD`] are waiting, once the journal has run [`OUTCOMES_REPLAY_SPAN`]
+//! revisions past `lock_outcomes_through` (the revision through which `lock_outcomes` is
+//! complete), before the journal is compacted, and at shutdown. Opening the database
+//! replays the events after `lock_outcomes_through` ([`recover_outcomes`]), so a crash
+//! loses none. Only the writer reads outcomes, so no other connection needs the pending
+//! ones.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -9,6 +24,67 @@ use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
 
 use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
+
+/// Pending outcomes that make the writer store them (the next batch does).
+pub(super) const OUTCOMES_HELD: i64 = 512;
+
+/// How far (in revisions) the journal may run past `lock_outcomes_through` before the
+/// writer stores what is pending and moves the mark: opening the database replays at most
+/// about this many events.
+pub(super) const OUTCOMES_REPLAY_SPAN: i64 = 8_192;
+
+/// The revision through which `lock_outcomes` holds every outcome in the journal.
+pub(super) fn outcomes_through(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT value FROM meta WHERE name = 'lock_outcomes_through'")?
+        .query_row([], |r| r.get(0))
+}
+
+/// Creates the writer connection's table of pending outcomes and stores the outcomes of
+/// the journal events after `lock_outcomes_through` (those a crash left pending), in
+/// journal order. Returns the new mark.
+pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes (
+             resource_key TEXT    PRIMARY KEY,
+             outcome      TEXT    NOT NULL,
+             owner        TEXT    NOT NULL,
+             at           INTEGER NOT NULL,
+             moved_to     TEXT,
+             note         TEXT
+         ) WITHOUT ROWID;
+         BEGIN IMMEDIATE;
+         INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+             SELECT resource_key, json_extract(data, '$.outcome'), actor, at,
+                    json_extract(data, '$.moved_to'), json_extract(data, '$.note')
+             FROM events
+             WHERE seq > (SELECT value FROM meta WHERE name = 'lock_outcomes_through')
+               AND type IN ('lock.released', 'lock.expired')
+             ORDER BY seq;
+         UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
+             WHERE name = 'lock_outcomes_through';
+         COMMIT;",
+    )?;
+    outcomes_through(conn)
+}
+
+/// Inside the writer's transaction: moves the pending outcomes to `lock_outcomes` and
+/// marks it complete through the head revision. Returns the new mark.
+pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO main.lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+         SELECT resource_key, outcome, owner, at, moved_to, note FROM temp.pending_outcomes
+         ORDER BY resource_key",
+    )?
+    .execute([])?;
+    conn.prepare_cached("DELETE FROM temp.pending_outcomes")?
+        .execute([])?;
+    conn.prepare_cached(
+        "UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
+         WHERE name = 'lock_outcomes_through'",
+    )?
+    .execute([])?;
+    outcomes_through(conn)
+}
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
 
@@ -84,9 +160,16 @@ impl Leases for Connection {
     }
 
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
+        // An outcome not yet stored in batch is newer than the stored one.
         Ok(self
             .prepare_cached(
-                "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
+                "SELECT outcome, owner, at, moved_to, note FROM (
+                     SELECT 0 AS newer, outcome, owner, at, moved_to, note
+                     FROM temp.pending_outcomes WHERE resource_key = ?1
+                     UNION ALL
+                     SELECT 1, outcome, owner, at, moved_to, note
+                     FROM main.lock_outcomes WHERE resource_key = ?1)
+                 ORDER BY newer LIMIT 1",
             )?
             .query_row([resource_key], |r| {
                 Ok(Previous {
@@ -102,7 +185,7 @@ impl Leases for Connection {
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
         self.prepare_cached(
-            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+            "INSERT OR REPLACE INTO temp.pending_outcomes (resource_key, outcome, owner, at, moved_to, note)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?
         .execute(params![

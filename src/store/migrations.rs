@@ -88,6 +88,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0015_unread_lock_indexes",
         sql: include_str!("../../migrations/0015_unread_lock_indexes.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_lock_outcomes_in_batches",
+        sql: include_str!("../../migrations/0016_lock_outcomes_in_batches.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -651,3 +651,89 @@ fn a_half_closed_waiter_still_gets_its_answer_but_a_closed_one_leaves_the_queue(
         "then the daemon closes the connection"
     );
 }
+
+/// What the last holder of each key declared survives kill -9 (SQLite stores outcomes in
+/// batches and replays the rest from the journal on start), journal compaction and a clean
+/// restart, the latest declaration winning.
+#[test]
+fn outcomes_survive_a_crash_compaction_and_a_restart() {
+    let mut daemon = Daemon::start_on_test_clock();
+    // More keys than the SQLite writer keeps pending (512), so some are stored in batch
+    // and the rest are only in the journal when the daemon dies.
+    let keys = 700;
+    let declared = |i: usize| match i % 3 {
+        0 => ("modified", None),
+        1 => ("moved", Some(format!("file:moved/{i}.rs"))),
+        _ => ("deleted", None),
+    };
+    {
+        let mut c = daemon.client();
+        for i in 0..keys {
+            let key = format!("file:many/{i}.rs");
+            let lease = acquired(&mut c, &key, &format!("o{i}"));
+            let (outcome, moved_to) = declared(i);
+            let released = c.result(
+                "ReleaseResourceLock",
+                json!({"resource_key": key, "lease_id": lease["lease_id"], "outcome": outcome,
+                       "moved_to": moved_to, "note": format!("n{i}")}),
+            );
+            assert_eq!(released["status"], "released", "{released}");
+        }
+        // Declared again after the batch was stored: the later outcome wins.
+        let again = acquired(&mut c, "file:many/3.rs", "again");
+        assert_eq!(again["previous"]["outcome"], "modified");
+        release(&mut c, &again, "abandoned");
+        c.result(
+            "AcquireResourceLock",
+            json!({"resource_key": "file:short", "owner": "brief", "ttl_secs": 1}),
+        );
+        daemon.advance_clock(1_001);
+        let short = c.result("ResourceLockStatus", json!({"resource_key": "file:short"}));
+        assert_eq!(short["previous"]["outcome"], "expired", "{short}");
+        daemon.kill9();
+    }
+    let check = |c: &mut Client, when: &str| {
+        for i in 0..keys {
+            let key = format!("file:many/{i}.rs");
+            let status = c.result("ResourceLockStatus", json!({"resource_key": key}));
+            let previous = &status["previous"];
+            if i == 3 {
+                assert_eq!(previous["outcome"], "abandoned", "{when}: {status}");
+                assert_eq!(previous["owner"], "again", "{when}: {status}");
+                continue;
+            }
+            let (outcome, moved_to) = declared(i);
+            assert_eq!(previous["outcome"], outcome, "{when}: {status}");
+            assert_eq!(previous["owner"], format!("o{i}"), "{when}: {status}");
+            assert_eq!(previous["moved_to"], json!(moved_to), "{when}: {status}");
+            assert_eq!(previous["note"], format!("n{i}"), "{when}: {status}");
+            assert!(previous["at"].is_string(), "{when}: {status}");
+        }
+        let short = c.result("ResourceLockStatus", json!({"resource_key": "file:short"}));
+        assert_eq!(short["previous"]["outcome"], "expired", "{when}: {short}");
+        assert_eq!(short["previous"]["owner"], "brief", "{when}: {short}");
+    };
+    daemon.restart();
+    let mut c = daemon.client();
+    check(&mut c, "after kill -9");
+    // Pending again when the journal is compacted, then killed.
+    let lease = acquired(&mut c, "file:many/3.rs", "o3");
+    release(&mut c, &lease, "modified");
+    let head = c.result("Set", json!({"namespace": "n", "key": "k", "value": 1}))["revision"]
+        .as_u64()
+        .unwrap();
+    c.result("CompactJournal", json!({"before_seq": head + 1}));
+    daemon.kill9();
+    drop(c);
+    daemon.restart();
+    let mut c = daemon.client();
+    let lease = acquired(&mut c, "file:many/3.rs", "again");
+    assert_eq!(lease["previous"]["outcome"], "modified", "{lease}");
+    release(&mut c, &lease, "abandoned");
+    check(&mut c, "after compaction");
+    drop(c);
+    daemon.sigterm();
+    daemon.restart();
+    let mut c = daemon.client();
+    check(&mut c, "after a clean restart");
+}
