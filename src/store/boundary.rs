@@ -203,8 +203,10 @@ pub trait Leases {
     /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
     fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()>;
-    fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()>;
-    fn delete_lease(&self, lease_id: &str) -> Result<()>;
+    /// Moves the expiry of the lease `lease_id` on `resource_key`.
+    fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()>;
+    /// Ends the lease `lease_id` on `resource_key`.
+    fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()>;
     /// How the last lease on `key` ended.
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;

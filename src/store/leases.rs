@@ -147,39 +147,46 @@ impl Leases for Connection {
         Ok(())
     }
 
-    fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
-        self.prepare_cached("UPDATE locks SET expires_at = ?2 WHERE lease_id = ?1")?
-            .execute(params![lease_id, expires_at])?;
+    fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()> {
+        self.prepare_cached(
+            "UPDATE locks SET expires_at = ?3 WHERE resource_key = ?1 AND lease_id = ?2",
+        )?
+        .execute(params![resource_key, lease_id, expires_at])?;
         Ok(())
     }
 
-    fn delete_lease(&self, lease_id: &str) -> Result<()> {
-        self.prepare_cached("DELETE FROM locks WHERE lease_id = ?1")?
-            .execute([lease_id])?;
+    fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()> {
+        self.prepare_cached("DELETE FROM locks WHERE resource_key = ?1 AND lease_id = ?2")?
+            .execute([resource_key, lease_id])?;
         Ok(())
     }
 
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
-        // An outcome not yet stored in batch is newer than the stored one.
+        let row = |r: &Row<'_>| {
+            Ok(Previous {
+                outcome: r.get(0)?,
+                owner: r.get(1)?,
+                at: format_ms(r.get(2)?),
+                moved_to: r.get(3)?,
+                note: r.get(4)?,
+            })
+        };
+        // An outcome not yet stored in batch is newer than the stored one. Two point
+        // lookups: one statement over both tables sorted them in a temporary B-tree.
+        let pending = self
+            .prepare_cached(
+                "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1",
+            )?
+            .query_row([resource_key], row)
+            .optional()?;
+        if pending.is_some() {
+            return Ok(pending);
+        }
         Ok(self
             .prepare_cached(
-                "SELECT outcome, owner, at, moved_to, note FROM (
-                     SELECT 0 AS newer, outcome, owner, at, moved_to, note
-                     FROM temp.pending_outcomes WHERE resource_key = ?1
-                     UNION ALL
-                     SELECT 1, outcome, owner, at, moved_to, note
-                     FROM main.lock_outcomes WHERE resource_key = ?1)
-                 ORDER BY newer LIMIT 1",
+                "SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1",
             )?
-            .query_row([resource_key], |r| {
-                Ok(Previous {
-                    outcome: r.get(0)?,
-                    owner: r.get(1)?,
-                    at: format_ms(r.get(2)?),
-                    moved_to: r.get(3)?,
-                    note: r.get(4)?,
-                })
-            })
+            .query_row([resource_key], row)
             .optional()?)
     }
 

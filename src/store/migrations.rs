@@ -93,6 +93,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0016_lock_outcomes_in_batches",
         sql: include_str!("../../migrations/0016_lock_outcomes_in_batches.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_leases_by_key",
+        sql: include_str!("../../migrations/0017_leases_by_key.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -293,6 +298,45 @@ mod tests {
             .map(|h| h.revision)
             .collect();
         assert_eq!(revisions, [299, 297]);
+    }
+
+    /// Leases stored before 0017 (keyed by lease id) are all there after it, found by
+    /// key prefix and by session, and extended and deleted by key and id.
+    #[test]
+    fn leases_keyed_by_id_are_kept_when_keyed_by_resource_key() {
+        use crate::store::boundary::Leases;
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_through(&mut conn, 0, 16).unwrap();
+        for (key, lease, session, mode) in [
+            ("file:b.rs", "l1", None, "exclusive"),
+            ("tool:pool", "l2", Some("s1"), "shared"),
+            ("tool:pool", "l3", None, "shared"),
+            ("file:a.rs", "l4", Some("s1"), "exclusive"),
+        ] {
+            conn.execute(
+                "INSERT INTO locks (lease_id, resource_key, kind, owner, fencing_token,
+                                    acquired_at, expires_at, session_id, mode)
+                 VALUES (?1, ?2, 'k', 'o', 1, 0, 10, ?3, ?4)",
+                params![lease, key, session, mode],
+            )
+            .unwrap();
+        }
+        migrate(&mut conn, 0).unwrap();
+        let ids = |rows: Vec<crate::store::boundary::LeaseRow>| -> Vec<String> {
+            rows.into_iter().map(|r| r.lease_id).collect()
+        };
+        assert_eq!(
+            ids(conn.leases("", None).unwrap()),
+            ["l4", "l1", "l2", "l3"]
+        );
+        assert_eq!(ids(conn.leases("tool:", None).unwrap()), ["l2", "l3"]);
+        assert_eq!(ids(conn.leases_of_session("s1").unwrap()), ["l4", "l2"]);
+        conn.extend_lease("tool:pool", "l3", 99).unwrap();
+        conn.delete_lease("tool:pool", "l2").unwrap();
+        let pool = conn.leases("tool:", None).unwrap();
+        assert_eq!(pool.len(), 1);
+        assert_eq!((pool[0].lease_id.as_str(), pool[0].expires_at), ("l3", 99));
+        assert_eq!(pool[0].mode, crate::protocol::locks::LockMode::Shared);
     }
 
     #[test]

@@ -148,7 +148,8 @@ fn end_lease(
     moved_to: Option<&str>,
     note: Option<&str>,
 ) -> Result<()> {
-    ctx.leases().delete_lease(&row.lease_id)?;
+    ctx.leases()
+        .delete_lease(&row.resource_key, &row.lease_id)?;
     ctx.leases().record_end(&LeaseEnd {
         resource_key: &row.resource_key,
         outcome,
@@ -500,7 +501,8 @@ pub fn heartbeat(
 ) -> Result<HeartbeatResult> {
     let mut row = own_lease(ctx, key, presented)?;
     let expires_at = ctx.now_ms + ttl_ms as i64;
-    ctx.leases().extend_lease(&row.lease_id, expires_at)?;
+    ctx.leases()
+        .extend_lease(&row.resource_key, &row.lease_id, expires_at)?;
     let acquired_on = ctx
         .locks
         .schedule

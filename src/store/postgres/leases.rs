@@ -125,7 +125,8 @@ impl Leases for PgConn {
         Ok(())
     }
 
-    fn extend_lease(&self, lease_id: &str, expires_at: i64) -> Result<()> {
+    // A lease id is unique on its own here (the primary key); the key is not needed.
+    fn extend_lease(&self, _resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()> {
         self.touch(super::LOCKS).defer(format!(
             "UPDATE locks SET expires_at = {expires_at} WHERE lease_id = {}",
             lease_id.lit()
@@ -133,7 +134,7 @@ impl Leases for PgConn {
         Ok(())
     }
 
-    fn delete_lease(&self, lease_id: &str) -> Result<()> {
+    fn delete_lease(&self, _resource_key: &str, lease_id: &str) -> Result<()> {
         self.touch(super::LOCKS).defer(format!(
             "DELETE FROM locks WHERE lease_id = {}",
             lease_id.lit()
