@@ -151,12 +151,15 @@ const UNLOCK: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 /// Lua CAS Sets per second from `conns` connections, each on its own key.
 pub async fn cas_sets(socket: &Path, conns: usize, per_conn: usize) -> (f64, u64) {
     let sha = Conn::open(socket).await.load(CAS).await;
+    // Each run its own keys, each starting from version 0.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     clients(conns, per_conn, |c| {
         let socket = socket.to_path_buf();
         let sha = sha.clone();
         async move {
             let mut conn = Conn::open(&socket).await;
-            let key = format!("cas-{c}");
+            let key = format!("cas-{run}-{c}");
             let (mut version, mut errors) = (0i64, 0);
             for i in 0..per_conn {
                 let (v, value) = (version.to_string(), i.to_string());
