@@ -178,7 +178,22 @@ pub fn preallocate_wal(conn: &Connection) -> std::io::Result<()> {
 
 /// Opens the writer's connection with the pragmas durability depends on.
 pub fn open_writer_connection(path: &std::path::Path) -> rusqlite::Result<Connection> {
-    let conn = Connection::open(path)?;
+    // Each commit's WAL frames reach the kernel in one write (`gathered_wal`); where that
+    // VFS cannot be registered, SQLite's own writes them.
+    let conn = match super::gathered_wal::register() {
+        Ok(()) => Connection::open_with_flags_and_vfs(
+            path,
+            rusqlite::OpenFlags::default(),
+            super::gathered_wal::name(),
+        )?,
+        Err(rc) => {
+            tracing::warn!(
+                rc,
+                "cannot register the WAL-gathering VFS; commits make one write per frame"
+            );
+            Connection::open(path)?
+        }
+    };
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.execute_batch(
@@ -187,5 +202,16 @@ pub fn open_writer_connection(path: &std::path::Path) -> rusqlite::Result<Connec
          PRAGMA cache_size = -16000;
          PRAGMA temp_store = MEMORY;",
     )?;
+    // The gathering VFS writes a commit's frames when SQLite syncs them, which it does
+    // before readers can see them only while every commit is synced (FULL or EXTRA).
+    let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+    if synchronous < 2 {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE),
+            Some(format!(
+                "the writer's connection must sync every commit (PRAGMA synchronous is {synchronous})"
+            )),
+        ));
+    }
     Ok(conn)
 }

@@ -6,6 +6,7 @@
 mod agents;
 pub mod boundary;
 mod connection;
+mod gathered_wal;
 mod health;
 mod idempotency;
 mod journal;
