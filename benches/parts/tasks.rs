@@ -2,7 +2,7 @@
 //! tasks pile up.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{call, connect, percentile, round_trip, Lines, OwnedWriteHalf};
 
@@ -195,11 +195,11 @@ pub async fn queue_nodes(path: &Path, n: usize) {
     }
 }
 
-/// Median AcquireNextNode round trip in microseconds for a worker with labels, over
-/// `probes` picks (each node completed after it is timed). The answer is parsed after the
+/// AcquireNextNode round trips for a worker with labels, sorted, over `probes` picks
+/// (each node completed after it is timed). The answer is parsed after the
 /// clock stops: it grows with the task's recent events, and parsing them is the client's
 /// cost, not the pick's.
-pub async fn labelled_pick_latency(path: &Path, probes: usize) -> f64 {
+pub async fn labelled_pick_latency(path: &Path, probes: usize) -> Vec<Duration> {
     let (mut lines, mut w) = connect(path).await;
     let mut samples = Vec::with_capacity(probes);
     let acquire = format!(
@@ -217,5 +217,5 @@ pub async fn labelled_pick_latency(path: &Path, probes: usize) -> f64 {
             "params": {"task_id": node["task_id"], "node_id": node["node_id"], "lease_id": node["lease_id"]}})).await;
     }
     samples.sort();
-    percentile(&samples, 0.5)
+    samples
 }
