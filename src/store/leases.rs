@@ -44,14 +44,9 @@ pub(super) fn outcomes_through(conn: &Connection) -> rusqlite::Result<i64> {
 /// journal order. Returns the new mark.
 pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
     conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes (
-             resource_key TEXT    PRIMARY KEY,
-             outcome      TEXT    NOT NULL,
-             owner        TEXT    NOT NULL,
-             at           INTEGER NOT NULL,
-             moved_to     TEXT,
-             note         TEXT
-         ) WITHOUT ROWID;
+        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes AS SELECT * FROM lock_outcomes WHERE 0;
+         CREATE UNIQUE INDEX IF NOT EXISTS temp.pending_outcomes_by_key
+             ON pending_outcomes (resource_key);
          BEGIN IMMEDIATE;
          INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              SELECT resource_key, json_extract(data, '$.outcome'), actor, at,

@@ -679,10 +679,16 @@ fn outcomes_survive_a_crash_compaction_and_a_restart() {
             );
             assert_eq!(released["status"], "released", "{released}");
         }
-        // Declared again after the batch was stored: the later outcome wins.
-        let again = acquired(&mut c, "file:many/3.rs", "again");
-        assert_eq!(again["previous"]["outcome"], "modified");
-        release(&mut c, &again, "abandoned");
+        // Declared again, once stored in batch (3) and once still pending (690): the
+        // later outcome wins.
+        for i in [3, 690] {
+            let again = acquired(&mut c, &format!("file:many/{i}.rs"), "again");
+            assert_eq!(again["previous"]["outcome"], declared(i).0, "{again}");
+            release(&mut c, &again, "abandoned");
+            let key = format!("file:many/{i}.rs");
+            let status = c.result("ResourceLockStatus", json!({"resource_key": key}));
+            assert_eq!(status["previous"]["outcome"], "abandoned", "{status}");
+        }
         c.result(
             "AcquireResourceLock",
             json!({"resource_key": "file:short", "owner": "brief", "ttl_secs": 1}),
@@ -697,7 +703,7 @@ fn outcomes_survive_a_crash_compaction_and_a_restart() {
             let key = format!("file:many/{i}.rs");
             let status = c.result("ResourceLockStatus", json!({"resource_key": key}));
             let previous = &status["previous"];
-            if i == 3 {
+            if i == 3 || i == 690 {
                 assert_eq!(previous["outcome"], "abandoned", "{when}: {status}");
                 assert_eq!(previous["owner"], "again", "{when}: {status}");
                 continue;
