@@ -176,20 +176,29 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+/// Calls the `unix` method `$method` of `$file` with `$arg`s (`$missing` when `unix` has
+/// none); with `flush` first, after writing what is gathered.
+macro_rules! forward {
+    (flush $file:expr, $method:ident, $missing:expr $(, $arg:expr)*) => {{
+        let rc = flush($file);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        forward!($file, $method, $missing $(, $arg)*)
+    }};
+    ($file:expr, $method:ident, $missing:expr $(, $arg:expr)*) => {{
+        let (real, methods) = real($file);
+        methods.$method.map_or($missing, |f| f(real $(, $arg)*))
+    }};
+}
+
 unsafe extern "C" fn read(
     file: *mut ffi::sqlite3_file,
     buf: *mut c_void,
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    methods
-        .xRead
-        .map_or(ffi::SQLITE_IOERR_READ, |f| f(real, buf, amount, offset))
+    forward!(flush file, xRead, ffi::SQLITE_IOERR_READ, buf, amount, offset)
 }
 
 unsafe extern "C" fn write(
@@ -198,6 +207,10 @@ unsafe extern "C" fn write(
     amount: c_int,
     offset: ffi::sqlite3_int64,
 ) -> c_int {
+    if amount as usize > MAX_GATHERED {
+        // Larger than any piece (no page size is): as it comes, after what is gathered.
+        return forward!(flush file, xWrite, ffi::SQLITE_IOERR_WRITE, data, amount, offset);
+    }
     let wal = &mut *file.cast::<WalFile>();
     let follows = wal.at + wal.gathered.len() as i64 == offset;
     let fits = wal.gathered.len() + amount as usize <= MAX_GATHERED;
@@ -209,13 +222,6 @@ unsafe extern "C" fn write(
         }
     }
     let wal = &mut *file.cast::<WalFile>();
-    if amount as usize > MAX_GATHERED {
-        // Larger than any piece (a page size above 64 KiB does not exist): as it comes.
-        let (real, methods) = real(file);
-        return methods
-            .xWrite
-            .map_or(ffi::SQLITE_IOERR_WRITE, |f| f(real, data, amount, offset));
-    }
     if wal.gathered.is_empty() {
         wal.at = offset;
     }
@@ -227,56 +233,30 @@ unsafe extern "C" fn write(
 }
 
 unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_int64) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    methods
-        .xTruncate
-        .map_or(ffi::SQLITE_IOERR_TRUNCATE, |f| f(real, size))
+    forward!(flush file, xTruncate, ffi::SQLITE_IOERR_TRUNCATE, size)
 }
 
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    methods
-        .xSync
-        .map_or(ffi::SQLITE_IOERR_FSYNC, |f| f(real, flags))
+    forward!(flush file, xSync, ffi::SQLITE_IOERR_FSYNC, flags)
 }
 
 unsafe extern "C" fn file_size(
     file: *mut ffi::sqlite3_file,
     size: *mut ffi::sqlite3_int64,
 ) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    methods
-        .xFileSize
-        .map_or(ffi::SQLITE_IOERR_FSTAT, |f| f(real, size))
+    forward!(flush file, xFileSize, ffi::SQLITE_IOERR_FSTAT, size)
 }
 
 unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let (real, methods) = real(file);
-    methods.xLock.map_or(ffi::SQLITE_OK, |f| f(real, level))
+    forward!(file, xLock, ffi::SQLITE_OK, level)
 }
 
 unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    let (real, methods) = real(file);
-    methods.xUnlock.map_or(ffi::SQLITE_OK, |f| f(real, level))
+    forward!(file, xUnlock, ffi::SQLITE_OK, level)
 }
 
 unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    let (real, methods) = real(file);
-    methods
-        .xCheckReservedLock
-        .map_or(ffi::SQLITE_OK, |f| f(real, out))
+    forward!(file, xCheckReservedLock, ffi::SQLITE_OK, out)
 }
 
 unsafe extern "C" fn file_control(
@@ -284,24 +264,15 @@ unsafe extern "C" fn file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    methods
-        .xFileControl
-        .map_or(ffi::SQLITE_NOTFOUND, |f| f(real, op, arg))
+    forward!(flush file, xFileControl, ffi::SQLITE_NOTFOUND, op, arg)
 }
 
 unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    let (real, methods) = real(file);
-    methods.xSectorSize.map_or(4096, |f| f(real))
+    forward!(file, xSectorSize, 4096)
 }
 
 unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    let (real, methods) = real(file);
-    methods.xDeviceCharacteristics.map_or(0, |f| f(real))
+    forward!(file, xDeviceCharacteristics, 0)
 }
 
 unsafe extern "C" fn shm_map(
@@ -311,10 +282,15 @@ unsafe extern "C" fn shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    let (real, methods) = real(file);
-    methods.xShmMap.map_or(ffi::SQLITE_IOERR_SHMMAP, |f| {
-        f(real, page, size, extend, out)
-    })
+    forward!(
+        file,
+        xShmMap,
+        ffi::SQLITE_IOERR_SHMMAP,
+        page,
+        size,
+        extend,
+        out
+    )
 }
 
 unsafe extern "C" fn shm_lock(
@@ -323,24 +299,15 @@ unsafe extern "C" fn shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
-    let (real, methods) = real(file);
-    methods
-        .xShmLock
-        .map_or(ffi::SQLITE_IOERR_SHMLOCK, |f| f(real, offset, n, flags))
+    forward!(file, xShmLock, ffi::SQLITE_IOERR_SHMLOCK, offset, n, flags)
 }
 
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
-    let (real, methods) = real(file);
-    if let Some(f) = methods.xShmBarrier {
-        f(real)
-    }
+    forward!(file, xShmBarrier, ())
 }
 
 unsafe extern "C" fn shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    let (real, methods) = real(file);
-    methods
-        .xShmUnmap
-        .map_or(ffi::SQLITE_OK, |f| f(real, delete))
+    forward!(file, xShmUnmap, ffi::SQLITE_OK, delete)
 }
 
 unsafe extern "C" fn fetch(
@@ -349,18 +316,9 @@ unsafe extern "C" fn fetch(
     amount: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    let rc = flush(file);
-    if rc != ffi::SQLITE_OK {
-        return rc;
-    }
-    let (real, methods) = real(file);
-    match methods.xFetch {
-        Some(f) => f(real, offset, amount, out),
-        None => {
-            *out = std::ptr::null_mut();
-            ffi::SQLITE_OK
-        }
-    }
+    // Without xFetch, SQLite reads instead when told there is nothing mapped.
+    *out = std::ptr::null_mut();
+    forward!(flush file, xFetch, ffi::SQLITE_OK, offset, amount, out)
 }
 
 unsafe extern "C" fn unfetch(
@@ -368,10 +326,7 @@ unsafe extern "C" fn unfetch(
     offset: ffi::sqlite3_int64,
     p: *mut c_void,
 ) -> c_int {
-    let (real, methods) = real(file);
-    methods
-        .xUnfetch
-        .map_or(ffi::SQLITE_OK, |f| f(real, offset, p))
+    forward!(file, xUnfetch, ffi::SQLITE_OK, offset, p)
 }
 
 static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
