@@ -378,6 +378,35 @@ async fn windowed_sets(path: &Path, window: usize, total: usize) -> (f64, u64) {
 /// Runs of Baton and of durable Redis, taken in turns, for each ratio against Redis.
 const ALTERNATE_RUNS: usize = 3;
 
+/// Baton's and durable Redis's rates of one load, taken in turns [`ALTERNATE_RUNS`] times
+/// each: Baton's median run (rate, CPU per operation) and Redis's median rate (None
+/// without Redis). `baton` and `redis` run the load once and return (rate, errors).
+async fn in_turns<B, R>(
+    daemon_pid: u32,
+    ops: f64,
+    mut baton: impl FnMut() -> B,
+    mut redis: Option<impl FnMut() -> R>,
+    errors: &mut u64,
+) -> ((f64, CpuPerOp), Option<f64>)
+where
+    B: std::future::Future<Output = (f64, u64)>,
+    R: std::future::Future<Output = (f64, u64)>,
+{
+    let mut runs = Vec::new();
+    let mut on_redis = Vec::new();
+    for _ in 0..ALTERNATE_RUNS {
+        let ((rate, e), cpu) = CpuPerOp::measure(daemon_pid, baton(), |_| ops).await;
+        *errors += e;
+        runs.push((rate, cpu));
+        if let Some(redis) = redis.as_mut() {
+            let (rate, e) = redis().await;
+            *errors += e;
+            on_redis.push(rate);
+        }
+    }
+    (median_run(runs), median(on_redis))
+}
+
 /// The median of `runs` by rate, with what was measured alongside it.
 fn median_run<T>(mut runs: Vec<(f64, T)>) -> (f64, T) {
     runs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -524,24 +553,16 @@ async fn run() -> (Vec<Row>, u64) {
 
         // Baton and Redis take turns, three runs each: one run lasts about a second, and
         // this machine's speed drifts by more than the margin between them.
-        let mut runs = Vec::new();
-        let mut on_redis_aof = Vec::new();
-        for _ in 0..ALTERNATE_RUNS {
-            let ((rate, e), cpu) = CpuPerOp::measure(
-                daemon.id(),
-                concurrent_cas_sets(std::slice::from_ref(&socket), 64, cas_per_conn),
-                |_| (64 * cas_per_conn) as f64,
-            )
-            .await;
-            errors += e;
-            runs.push((rate, cpu));
-            if let Some(r) = &redis_aof {
-                let (rate, e) = redis::cas_sets(&r.socket, 64, cas_per_conn).await;
-                errors += e;
-                on_redis_aof.push(rate);
-            }
-        }
-        let (cas_rate, cpu) = median_run(runs);
+        let ((cas_rate, cpu), on_redis_aof) = in_turns(
+            daemon.id(),
+            (64 * cas_per_conn) as f64,
+            || concurrent_cas_sets(std::slice::from_ref(&socket), 64, cas_per_conn),
+            redis_aof
+                .as_ref()
+                .map(|r| || redis::cas_sets(&r.socket, 64, cas_per_conn)),
+            &mut errors,
+        )
+        .await;
         rows.push(Row {
             name: "durable CAS Set, 64 connections (median of 3)",
             figure: format!("{cas_rate:.0} /s"),
@@ -551,7 +572,7 @@ async fn run() -> (Vec<Row>, u64) {
         rows.push(cpu.row("CPU per durable CAS Set, 64 connections"));
 
         let on_redis = [
-            median(on_redis_aof),
+            on_redis_aof,
             match &redis_mem {
                 Some(r) => {
                     let (rate, e) = redis::cas_sets(&r.socket, 64, cas_per_conn).await;
@@ -611,24 +632,16 @@ async fn run() -> (Vec<Row>, u64) {
 
     if only("locks") {
         // In turns with Redis, as the CAS runs above.
-        let mut runs = Vec::new();
-        let mut on_redis_aof = Vec::new();
-        for _ in 0..ALTERNATE_RUNS {
-            let ((rate, e), cpu) = CpuPerOp::measure(
-                daemon.id(),
-                locks::lock_cycles(std::slice::from_ref(&socket), 16, cycles_per_conn),
-                |_| (16 * cycles_per_conn) as f64,
-            )
-            .await;
-            errors += e;
-            runs.push((rate, cpu));
-            if let Some(r) = &redis_aof {
-                let (rate, e) = redis::lock_pairs(&r.socket, 16, cycles_per_conn).await;
-                errors += e;
-                on_redis_aof.push(rate);
-            }
-        }
-        let (cycle_rate, cpu) = median_run(runs);
+        let ((cycle_rate, cpu), on_redis_aof) = in_turns(
+            daemon.id(),
+            (16 * cycles_per_conn) as f64,
+            || locks::lock_cycles(std::slice::from_ref(&socket), 16, cycles_per_conn),
+            redis_aof
+                .as_ref()
+                .map(|r| || redis::lock_pairs(&r.socket, 16, cycles_per_conn)),
+            &mut errors,
+        )
+        .await;
         rows.push(Row {
             name: "lock acquire+release, 16 connections (median of 3)",
             figure: format!("{cycle_rate:.0} cycles/s"),
@@ -637,7 +650,7 @@ async fn run() -> (Vec<Row>, u64) {
         });
         rows.push(cpu.row("CPU per lock cycle, 16 connections"));
         let on_redis = [
-            median(on_redis_aof),
+            on_redis_aof,
             match &redis_mem {
                 Some(r) => {
                     let (rate, e) = redis::lock_pairs(&r.socket, 16, cycles_per_conn).await;
