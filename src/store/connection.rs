@@ -26,35 +26,30 @@ pub struct SqliteWrites {
     conn: Connection,
     /// Rows changed on this connection when the current request started.
     changes_at_request: std::cell::Cell<u64>,
-    /// `lock_outcomes_through` as stored (see `store::leases`).
-    outcomes_mark: i64,
 }
 
 impl SqliteWrites {
-    /// `conn` has its table of pending outcomes, and `lock_outcomes` is complete through
-    /// `outcomes_mark` ([`leases::recover_outcomes`]).
-    pub(super) fn new(conn: Connection, outcomes_mark: i64) -> SqliteWrites {
+    /// `conn` has its table of pending outcomes ([`leases::recover_outcomes`]).
+    pub(super) fn new(conn: Connection) -> SqliteWrites {
         SqliteWrites {
             conn,
             changes_at_request: std::cell::Cell::new(0),
-            outcomes_mark,
         }
     }
 
     /// Inside the batch, before it commits: stores the pending lock outcomes when enough
     /// wait or the journal has run far enough past the mark (see `store::leases`).
-    fn store_outcomes_when_due(&mut self) -> Result<()> {
-        let (pending, head): (i64, i64) = self
+    fn store_outcomes_when_due(&self) -> Result<()> {
+        let (pending, past_mark): (i64, i64) = self
             .conn
             .prepare_cached(
                 "SELECT (SELECT count(*) FROM temp.pending_outcomes),
-                        (SELECT value FROM main.meta WHERE name = 'revision')",
+                        (SELECT value FROM main.meta WHERE name = 'revision')
+                        - (SELECT value FROM main.meta WHERE name = 'lock_outcomes_through')",
             )?
             .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        if pending >= leases::OUTCOMES_HELD
-            || head - self.outcomes_mark >= leases::OUTCOMES_REPLAY_SPAN
-        {
-            self.outcomes_mark = leases::store_outcomes(&self.conn)?;
+        if pending >= leases::OUTCOMES_HELD || past_mark >= leases::OUTCOMES_REPLAY_SPAN {
+            leases::store_outcomes(&self.conn)?;
         }
         Ok(())
     }
@@ -86,10 +81,6 @@ impl WriteStorage for SqliteWrites {
                 tracing::error!(%err, "cannot roll back a failed batch");
             }
         }
-        // The batch may have moved the mark; what is stored says where it is.
-        if let Ok(mark) = leases::outcomes_through(&self.conn) {
-            self.outcomes_mark = mark;
-        }
     }
 
     fn savepoint(&self) -> Result<()> {
@@ -115,7 +106,7 @@ impl WriteStorage for SqliteWrites {
         let stored = self
             .run("BEGIN IMMEDIATE")
             .and_then(|()| Ok(leases::store_outcomes(&self.conn)?))
-            .and_then(|_| self.run("COMMIT"));
+            .and_then(|()| self.run("COMMIT"));
         if let Err(err) = stored {
             tracing::warn!(%err, "cannot store the pending lock outcomes at shutdown; the next start replays them from the journal");
             self.rollback();

@@ -33,16 +33,10 @@ pub(super) const OUTCOMES_HELD: i64 = 512;
 /// about this many events.
 pub(super) const OUTCOMES_REPLAY_SPAN: i64 = 8_192;
 
-/// The revision through which `lock_outcomes` holds every outcome in the journal.
-pub(super) fn outcomes_through(conn: &Connection) -> rusqlite::Result<i64> {
-    conn.prepare_cached("SELECT value FROM meta WHERE name = 'lock_outcomes_through'")?
-        .query_row([], |r| r.get(0))
-}
-
 /// Creates the writer connection's table of pending outcomes and stores the outcomes of
 /// the journal events after `lock_outcomes_through` (those a crash left pending), in
-/// journal order. Returns the new mark.
-pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
+/// journal order.
+pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes AS SELECT * FROM lock_outcomes WHERE 0;
          CREATE UNIQUE INDEX IF NOT EXISTS temp.pending_outcomes_by_key
@@ -58,13 +52,12 @@ pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
          UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
              WHERE name = 'lock_outcomes_through';
          COMMIT;",
-    )?;
-    outcomes_through(conn)
+    )
 }
 
 /// Inside the writer's transaction: moves the pending outcomes to `lock_outcomes` and
-/// marks it complete through the head revision. Returns the new mark.
-pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
+/// marks it complete through the head revision.
+pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO main.lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
          SELECT resource_key, outcome, owner, at, moved_to, note FROM temp.pending_outcomes
@@ -78,7 +71,7 @@ pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<i64> {
          WHERE name = 'lock_outcomes_through'",
     )?
     .execute([])?;
-    outcomes_through(conn)
+    Ok(())
 }
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";

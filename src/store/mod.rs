@@ -169,7 +169,7 @@ impl Store {
             other => other?,
         };
         let database_id = mark_open(&conn).map_err(open_error)?;
-        let outcomes_mark = leases::recover_outcomes(&conn).map_err(open_error)?;
+        leases::recover_outcomes(&conn).map_err(open_error)?;
         if let Err(err) = connection::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
@@ -197,7 +197,7 @@ impl Store {
                 instance_id: new_instance_id(),
                 shared_url: None,
             },
-            Box::new(SqliteWrites::new(conn, outcomes_mark)),
+            Box::new(SqliteWrites::new(conn)),
         ))
     }
 
