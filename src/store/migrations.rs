@@ -166,6 +166,16 @@ fn migrate_through(conn: &mut Connection, now_ms: i64, last: i64) -> Result<i64,
 mod tests {
     use super::*;
 
+    /// The first column of every row `sql` returns.
+    fn column<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str) -> Vec<T> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
     #[test]
     fn every_file_in_migrations_is_embedded_in_order() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations");
@@ -199,13 +209,7 @@ mod tests {
         )
         .unwrap();
         migrate(&mut conn, 0).unwrap();
-        let data: Vec<String> = conn
-            .prepare("SELECT data FROM events ORDER BY seq")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let data: Vec<String> = column(&conn, "SELECT data FROM events ORDER BY seq");
         assert_eq!(
             data,
             [
@@ -277,13 +281,10 @@ mod tests {
         assert_eq!(versions(Some(130), 3), [129, 128, 127]);
         assert_eq!(versions(Some(65), 2), [64, 63]);
         // The marks this migration made are where History expects them.
-        let marks: Vec<u64> = conn
-            .prepare("SELECT version FROM history_marks WHERE key = 'b' ORDER BY version")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
+        let marks: Vec<u64> = column(
+            &conn,
+            "SELECT version FROM history_marks WHERE key = 'b' ORDER BY version",
+        );
         assert_eq!(
             marks,
             [
