@@ -108,7 +108,7 @@ fn start_daemon_with(dir: &Path, args: &[String]) -> (Child, Vec<String>) {
 /// does at every commit. Redis with appendfsync always waits for the disk at every turn of
 /// its loop; batond spends CPU on what Redis does not (SQLite, its threads).
 fn disk_sync_us(dir: &Path) -> (f64, f64) {
-    use std::io::{Seek, SeekFrom, Write};
+    use std::io::Write;
     use std::os::unix::fs::FileExt;
     const CHUNK: usize = 32 * 1024;
     const SYNCS: usize = 200;
@@ -119,7 +119,6 @@ fn disk_sync_us(dir: &Path) -> (f64, f64) {
         file.write_all(&chunk).unwrap();
     }
     file.sync_all().unwrap();
-    file.seek(SeekFrom::Start(0)).unwrap();
     let thread_cpu_us = || {
         let mut t = libc::timespec {
             tv_sec: 0,
