@@ -32,6 +32,23 @@ use super::super::Presented;
 use super::conflicts::{blockers, Blockers, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
 
+/// `data` of `lock.acquired`. The journal's objects have their keys in alphabetical order
+/// (as `serde_json::json!` writes them), so the fields are declared in that order.
+#[derive(serde::Serialize)]
+struct AcquiredData<'a> {
+    expires_at: &'a str,
+    fencing_token: u64,
+}
+
+/// `data` of `lock.released` and `lock.expired`, keys in alphabetical order.
+#[derive(serde::Serialize)]
+struct EndedData<'a> {
+    fencing_token: u64,
+    moved_to: Option<&'a str>,
+    note: Option<&'a str>,
+    outcome: &'a str,
+}
+
 fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
         Some(t) => Some(RawValue::from_string(t.clone())?),
@@ -163,11 +180,12 @@ fn end_lease(
     } else {
         "lock.released"
     };
-    let data = serde_json::json!({
-        "outcome": outcome, "fencing_token": row.fencing_token,
-        "moved_to": moved_to, "note": note,
-    })
-    .to_string();
+    let data = serde_json::to_string(&EndedData {
+        fencing_token: row.fencing_token,
+        moved_to,
+        note,
+        outcome,
+    })?;
     let seq = ctx.next_revision();
     append(
         ctx,
@@ -275,9 +293,10 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         slots: request.want.slots,
     })?;
     // The lease id is the holder's secret: the event carries the owner and fencing token only.
-    let data =
-        serde_json::json!({"fencing_token": fencing_token, "expires_at": format_ms(expires_at)})
-            .to_string();
+    let data = serde_json::to_string(&AcquiredData {
+        expires_at: &format_ms(expires_at),
+        fencing_token,
+    })?;
     let seq = ctx.next_revision();
     append(
         ctx,
