@@ -159,20 +159,16 @@ impl Leases for Connection {
                 note: r.get(4)?,
             })
         };
-        // An outcome not yet stored in batch is newer than the stored one. Two point
-        // lookups: one statement over both tables sorted them in a temporary B-tree.
-        let pending = self
-            .prepare_cached(
-                "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1",
-            )?
-            .query_row([resource_key], row)
-            .optional()?;
-        if pending.is_some() {
-            return Ok(pending);
-        }
+        // An outcome not yet stored in batch is newer than the stored one, so it comes
+        // first. UNION ALL with LIMIT 1 runs the two point lookups in order and stops at
+        // the first row (a plain UNION, or an ORDER BY, would sort them in a temporary
+        // B-tree).
         Ok(self
             .prepare_cached(
-                "SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1",
+                "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1
+                 UNION ALL
+                 SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1
+                 LIMIT 1",
             )?
             .query_row([resource_key], row)
             .optional()?)
