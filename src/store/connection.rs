@@ -26,7 +26,15 @@ pub struct SqliteWrites {
     conn: Connection,
     /// Rows changed on this connection when the current request started.
     changes_at_request: std::cell::Cell<u64>,
+    /// Rows changed on this connection when the pending outcomes were last counted.
+    changes_at_outcome_check: u64,
 }
+
+/// Rows changed between two looks at the pending lock outcomes. Every outcome and every
+/// journal event is a changed row, so neither the pending outcomes nor the journal's lead
+/// over `lock_outcomes_through` grows by more than this (and one batch) between looks,
+/// and most commits skip the look's query.
+const CHANGES_BETWEEN_OUTCOME_CHECKS: u64 = 256;
 
 impl SqliteWrites {
     /// `conn` has its table of pending outcomes ([`leases::recover_outcomes`]).
@@ -34,12 +42,19 @@ impl SqliteWrites {
         SqliteWrites {
             conn,
             changes_at_request: std::cell::Cell::new(0),
+            changes_at_outcome_check: 0,
         }
     }
 
     /// Inside the batch, before it commits: stores the pending lock outcomes when enough
-    /// wait or the journal has run far enough past the mark (see `store::leases`).
-    fn store_outcomes_when_due(&self) -> Result<()> {
+    /// wait or the journal has run far enough past the mark (see `store::leases`), looking
+    /// only once enough rows changed since the last look.
+    fn store_outcomes_when_due(&mut self) -> Result<()> {
+        let changes = self.conn.total_changes();
+        if changes - self.changes_at_outcome_check < CHANGES_BETWEEN_OUTCOME_CHECKS {
+            return Ok(());
+        }
+        self.changes_at_outcome_check = changes;
         let (pending, past_mark): (i64, i64) = self
             .conn
             .prepare_cached(

@@ -12,9 +12,10 @@
 //! batch. The writer moves the pending outcomes to `lock_outcomes` inside a batch once
 //! [`OUTCOMES_HELD`] are waiting, once the journal has run [`OUTCOMES_REPLAY_SPAN`]
 //! revisions past `lock_outcomes_through` (the revision through which `lock_outcomes` is
-//! complete), before the journal is compacted, and at shutdown. Opening the database
-//! replays the events after `lock_outcomes_through` ([`recover_outcomes`]), so a crash
-//! loses none. Only the writer reads outcomes, so no other connection needs the pending
+//! complete), before the journal is compacted, and at shutdown. It looks every few
+//! hundred changed rows, so either may run past its bound by that much. Opening the
+//! database replays the events after `lock_outcomes_through` ([`recover_outcomes`]), so a
+//! crash loses none. Only the writer reads outcomes, so no other connection needs the pending
 //! ones.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
