@@ -210,8 +210,11 @@ pub trait Leases {
     /// How the last lease on `key` ended.
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
-    /// The next fencing token: one more than any handed out before, forever.
-    fn next_fencing_token(&self) -> Result<u64>;
+    /// The last fencing token stored (0 before the first). The rules hand out tokens
+    /// counting on from it (`methods::locks`).
+    fn last_fencing_token(&self) -> Result<u64>;
+    /// Stores `last` as the last fencing token handed out.
+    fn store_fencing_token(&self, last: u64) -> Result<()>;
     /// The leases acquired with `session_id`.
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>>;
     /// The waits to acquire that the daemons sharing the database keep in one order; None

@@ -199,13 +199,15 @@ impl Leases for Connection {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn next_fencing_token(&self) -> Result<u64> {
-        // Two plain statements: SQLite gathers RETURNING's output in a temporary table of
-        // its own, which cost more than the write it reports.
-        self.prepare_cached("UPDATE meta SET value = value + 1 WHERE name = 'fencing_token'")?
-            .execute([])?;
+    fn last_fencing_token(&self) -> Result<u64> {
         Ok(self
             .prepare_cached("SELECT value FROM meta WHERE name = 'fencing_token'")?
             .query_row([], |r| r.get(0))?)
+    }
+
+    fn store_fencing_token(&self, last: u64) -> Result<()> {
+        self.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'fencing_token'")?
+            .execute([last])?;
+        Ok(())
     }
 }

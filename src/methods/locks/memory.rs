@@ -111,9 +111,24 @@ pub struct LockState {
     /// On a shared database, every daemon's waits to acquire, by key, then by place in
     /// the one order.
     pub(super) queued_anywhere: HashMap<String, BTreeMap<u64, QueuedWait>>,
+    /// The last fencing token the current batch handed out, once it handed one out
+    /// (`rules::next_fencing_token`); stored when the batch ends (`take_fencing`).
+    pub(super) fencing: Option<u64>,
 }
 
 impl LockState {
+    /// A batch begins: the fencing counter is read from storage again at its first grant
+    /// (another daemon's batch may have moved it, or the last batch rolled back).
+    pub fn begin_batch(&mut self) {
+        self.fencing = None;
+    }
+
+    /// The last fencing token this batch handed out, for storage before it commits; None
+    /// when it handed out none.
+    pub fn take_fencing(&mut self) -> Option<u64> {
+        self.fencing.take()
+    }
+
     /// The earliest deadline (lease expiry or end of a wait) still pending, if any.
     pub fn next_deadline(&mut self) -> Option<Duration> {
         self.schedule.next_deadline()

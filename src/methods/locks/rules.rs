@@ -269,9 +269,23 @@ fn busy_result(key: &ResourceKey, blockers: &Blockers, now_ms: i64) -> Result<Ac
     })
 }
 
+/// The next fencing token: one more than any handed out before, forever. The batch counts
+/// on from the last one stored, read at its first grant, and stores the last it handed
+/// out once, before it commits (`LockState::take_fencing`): one write per batch instead of
+/// one per grant. A token handed to a request that is then refused is never handed out
+/// again; a batch rolled back stores nothing, and the next one counts from storage.
+fn next_fencing_token(ctx: &mut WriteCtx<'_>) -> Result<u64> {
+    let last = match ctx.locks.fencing {
+        Some(last) => last,
+        None => ctx.leases().last_fencing_token()?,
+    };
+    ctx.locks.fencing = Some(last + 1);
+    Ok(last + 1)
+}
+
 /// Grants the lock: a new lease with the next fencing token.
 fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResult> {
-    let fencing_token = ctx.leases().next_fencing_token()?;
+    let fencing_token = next_fencing_token(ctx)?;
     let lease_id = uuid::Uuid::new_v4().to_string();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
     let holder_connection = request.release_on_disconnect.then_some(request.connection);

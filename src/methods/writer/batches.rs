@@ -134,6 +134,7 @@ impl WriterLoop {
             locks::recover(&mut ctx)?;
             tasks::recover(&mut ctx)?;
             agents::recover(&mut ctx)?;
+            self.memory.store_counters(self.writes.storage())?;
             self.writes
                 .storage()
                 .set_head_revision(self.memory.revision)?;
@@ -329,6 +330,7 @@ impl WriterLoop {
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
         let storage = self.writes.storage();
+        self.memory.locks.begin_batch();
         // The revision this batch starts from: what it writes beyond it is recorded as the
         // new head before the commit (including what catching up below grants).
         let mut start_revision = self.memory.revision;
@@ -434,6 +436,7 @@ impl WriterLoop {
             storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
             self.last_purge_ms = now_ms;
         }
+        self.memory.store_counters(storage)?;
         if self.memory.revision != start_revision {
             storage.set_head_revision(self.memory.revision)?;
         }

@@ -133,6 +133,15 @@ impl Memory {
         }
     }
 
+    /// Before the batch commits: stores what memory counted ahead of storage during it
+    /// (the last fencing token handed out).
+    fn store_counters(&mut self, storage: &dyn Storage) -> Result<()> {
+        match self.locks.take_fencing() {
+            Some(last) => storage.store_fencing_token(last),
+            None => Ok(()),
+        }
+    }
+
     /// The earliest lease, session or wait deadline still pending.
     fn next_deadline(&mut self) -> Option<Duration> {
         [

@@ -181,22 +181,22 @@ impl Leases for PgConn {
         Ok(())
     }
 
-    fn next_fencing_token(&self) -> Result<u64> {
-        // In the writer's batch the counter was read when it began (no other writer moves
-        // it while the batch holds the lock): count on from it, and store the last one.
+    fn last_fencing_token(&self) -> Result<u64> {
+        // In the writer's batch the counter was read when it began, under the lock no
+        // other writer holds meanwhile.
         if let Some(last) = self.fence_hint() {
-            let next = last + 1;
-            self.set_fence_hint(next);
-            self.touch(super::LOCKS).defer(format!(
-                "UPDATE meta SET value = {next} WHERE name = 'fencing_token'"
-            ));
-            return Ok(u(next));
+            return Ok(u(last));
         }
-        let row = self.touch(super::LOCKS).query_write(
-            "UPDATE meta SET value = value + 1 WHERE name = 'fencing_token' RETURNING value",
-            &[],
-        )?;
-        Ok(row.first().map_or(0, |r| u(r.get(0))))
+        let row = self.query_one("SELECT value FROM meta WHERE name = 'fencing_token'", &[])?;
+        Ok(u(row.get(0)))
+    }
+
+    fn store_fencing_token(&self, last: u64) -> Result<()> {
+        self.set_fence_hint(i(last));
+        self.touch(super::LOCKS).defer(format!(
+            "UPDATE meta SET value = {last} WHERE name = 'fencing_token'"
+        ));
+        Ok(())
     }
 
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
