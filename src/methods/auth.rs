@@ -318,7 +318,7 @@ impl Method for CreateTokenParams {
             None => None,
         };
         let secret = new_secret()?;
-        let token_id = uuid::Uuid::new_v4().to_string();
+        let token_id = crate::methods::new_id();
         write::<Self>(cx, None, move |ctx| {
             let expires_at_ms = ttl_ms.map(|ttl| ctx.now_ms.saturating_add(ttl));
             ctx.tokens().insert_token(&NewToken {

@@ -190,7 +190,7 @@ impl Method for SubscribeParams {
             Ok(since)
         })?;
         let filter = self.filter.unwrap_or_default();
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = crate::methods::new_id();
         let token = tokio_util::sync::CancellationToken::new();
         cx.connection
             .subscriptions

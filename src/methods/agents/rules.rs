@@ -104,7 +104,7 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
         }
         end_session(ctx, &live, "takeover")?;
     }
-    let session_id = uuid::Uuid::new_v4().to_string();
+    let session_id = crate::methods::new_id();
     let expires_at = ctx.now_ms + r.ttl_ms as i64;
     let connection = r.release_on_disconnect.then_some(r.connection);
     ctx.roster().insert_session(&SessionRow {
@@ -229,7 +229,7 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
             .filter(|n| *n != sender)
             .collect(),
     };
-    let message_id = uuid::Uuid::new_v4().to_string();
+    let message_id = crate::methods::new_id();
     // The journal says who wrote to whom about what; the body stays in the inboxes.
     let seq = event(
         ctx,

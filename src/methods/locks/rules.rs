@@ -286,7 +286,7 @@ fn next_fencing_token(ctx: &mut WriteCtx<'_>) -> Result<u64> {
 /// Grants the lock: a new lease with the next fencing token.
 fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResult> {
     let fencing_token = next_fencing_token(ctx)?;
-    let lease_id = uuid::Uuid::new_v4().to_string();
+    let lease_id = crate::methods::new_id();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
     let holder_connection = request.release_on_disconnect.then_some(request.connection);
     ctx.leases().insert_lease(&NewLease {

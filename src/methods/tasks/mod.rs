@@ -172,7 +172,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
                 check_id("a node id", id)?;
                 id.clone()
             }
-            None => uuid::Uuid::new_v4().to_string(),
+            None => crate::methods::new_id(),
         };
         if by_id.insert(id.clone(), i).is_some() {
             return Err(Error::Invalid(format!(

@@ -108,7 +108,7 @@ pub fn register(
     for (node, delay) in nodes.iter_mut().zip(&delays) {
         node.ready_at = delay.map(|ms| ctx.now_ms + ms as i64);
     }
-    let task_id = uuid::Uuid::new_v4().to_string();
+    let task_id = crate::methods::new_id();
     let data = serde_json::json!({"goal": goal, "nodes": nodes.len()}).to_string();
     let seq = event(ctx, "task.registered", None, &task_id, None, &data)?;
     ctx.nodes().insert_task(&NewTask {
@@ -141,7 +141,7 @@ fn grant(
     node_id: &str,
     request: &NodeRequest,
 ) -> Result<AcquiredNode> {
-    let lease_id = uuid::Uuid::new_v4().to_string();
+    let lease_id = crate::methods::new_id();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
     let node = ctx.nodes().start_node(
         task_id,
