@@ -15,8 +15,8 @@
 //! complete), before the journal is compacted, and at shutdown. It looks every few
 //! hundred changed rows, so either may run past its bound by that much. Opening the
 //! database replays the events after `lock_outcomes_through` ([`recover_outcomes`]), so a
-//! crash loses none. Only the writer reads outcomes, so no other connection needs the pending
-//! ones.
+//! crash loses none. Only the writer reads outcomes, so no other connection needs the
+//! pending ones.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
