@@ -36,19 +36,12 @@ pub(super) const OUTCOMES_REPLAY_SPAN: i64 = 8_192;
 
 /// Creates the writer connection's table of pending outcomes and stores the outcomes of
 /// the journal events after `lock_outcomes_through` (those a crash left pending), in
-/// journal order. The pending table has the columns and key of `lock_outcomes`
-/// (migration 0002), which the batched move copies by name: a migration that changes one
-/// changes the other.
+/// journal order.
 pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes (
-             resource_key TEXT    PRIMARY KEY,
-             outcome      TEXT    NOT NULL,
-             owner        TEXT    NOT NULL,
-             at           INTEGER NOT NULL,
-             moved_to     TEXT,
-             note         TEXT
-         ) WITHOUT ROWID;
+        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes AS SELECT * FROM lock_outcomes WHERE 0;
+         CREATE UNIQUE INDEX IF NOT EXISTS temp.pending_outcomes_by_key
+             ON pending_outcomes (resource_key);
          BEGIN IMMEDIATE;
          INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              SELECT resource_key, json_extract(data, '$.outcome'), actor, at,
