@@ -2,7 +2,8 @@
 //! ReleaseResourceLock, ResourceLockStatus, ListResourceLocks, WaitResourceLock.
 //! Every lock request is served by the writer, which owns the write connection, the
 //! waiter queues and the expiry deadlines. This file checks params; the rules are in
-//! `rules`, the writer's memory of locks in `memory`.
+//! `rules`, what answers and events show of a lease in `shown`, the writer's memory of
+//! locks in `memory`.
 
 mod conflicts;
 
@@ -10,6 +11,7 @@ pub use conflicts::Want;
 mod held;
 mod memory;
 pub mod rules;
+mod shown;
 
 pub use memory::LockState;
 pub use rules::{expire_due, recover, serve_waiters};

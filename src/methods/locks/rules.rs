@@ -13,13 +13,11 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use serde_json::value::RawValue;
-
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::locks::{
-    AcquireResult, HeartbeatResult, HeldBy, Holders, Lease, ListResourceLocksResult, LockEntry,
-    Outcome, Previous, ReleaseResult, StatusResult, WaitResult, WaitingEntry,
+    AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
+    StatusResult, WaitResult, WaitingEntry,
 };
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
@@ -29,83 +27,9 @@ use super::super::journal::append;
 use super::super::schedule::Due;
 use super::super::writer::{Reply, Served, WriteCtx};
 use super::super::Presented;
-use super::conflicts::{blockers, Blockers, Want};
+use super::conflicts::{blockers, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
-
-/// `data` of `lock.acquired`. The journal's objects have their keys in alphabetical order
-/// (as `serde_json::json!` writes them), so the fields are declared in that order.
-#[derive(serde::Serialize)]
-struct AcquiredData<'a> {
-    expires_at: &'a str,
-    fencing_token: u64,
-}
-
-/// `data` of `lock.released` and `lock.expired`, keys in alphabetical order.
-#[derive(serde::Serialize)]
-struct EndedData<'a> {
-    fencing_token: u64,
-    moved_to: Option<&'a str>,
-    note: Option<&'a str>,
-    outcome: &'a str,
-}
-
-fn metadata_json(text: &Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t.clone())?),
-        None => None,
-    })
-}
-
-/// Who holds a lease, as answers show it (never its id).
-fn held_by(row: &LeaseRow, now_ms: i64) -> Result<HeldBy> {
-    Ok(HeldBy {
-        owner: row.owner.clone(),
-        mode: row.mode,
-        slots: row.slots,
-        provider: row.provider.clone(),
-        fencing_token: row.fencing_token,
-        acquired_at: format_ms(row.acquired_at),
-        expires_at: format_ms(row.expires_at),
-        remaining_ms: (row.expires_at - now_ms).max(0) as u64,
-        metadata: metadata_json(&row.metadata)?,
-    })
-}
-
-/// The lease as its holder is shown it, id included.
-fn lease(row: &LeaseRow, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
-    Ok(Lease {
-        resource_key: row.resource_key.clone(),
-        lease_id: Some(row.lease_id.clone()),
-        owner: row.owner.clone(),
-        mode: row.mode,
-        slots: row.slots,
-        provider: row.provider.clone(),
-        fencing_token: row.fencing_token,
-        acquired_at: format_ms(row.acquired_at),
-        expires_at: format_ms(row.expires_at),
-        remaining_ms: (row.expires_at - now_ms).max(0) as u64,
-        metadata: metadata_json(&row.metadata)?,
-        previous,
-    })
-}
-
-/// Who is in the way, as answers show it: the holder, or every holder of a key that can
-/// have several.
-fn holders(blockers: &Blockers, now_ms: i64) -> Result<Holders> {
-    if blockers.many {
-        let all = blockers
-            .rows
-            .iter()
-            .map(|row| held_by(row, now_ms))
-            .collect::<Result<Vec<_>>>()?;
-        return Ok(Holders::Many(all));
-    }
-    let first = blockers
-        .rows
-        .first()
-        .ok_or_else(|| Error::Internal("a conflict with no holder".into()))?;
-    Ok(Holders::One(held_by(first, now_ms)?))
-}
+use super::shown::{busy, busy_result, held_by, holders, lease, AcquiredData, EndedData};
 
 /// An acquisition, as the writer needs it.
 pub struct AcquireRequest {
@@ -254,18 +178,6 @@ fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
         resource_key: w.key.key.clone(),
         waited_ms: waited_ms(ctx, w.started),
         previous: ctx.leases().previous(&w.key.key)?,
-    })
-}
-
-fn busy(key: &ResourceKey, blockers: &Blockers, now_ms: i64) -> Result<Reply> {
-    reply(&busy_result(key, blockers, now_ms)?)
-}
-
-fn busy_result(key: &ResourceKey, blockers: &Blockers, now_ms: i64) -> Result<AcquireResult> {
-    Ok(AcquireResult::Busy {
-        resource_key: key.key.clone(),
-        held_by: holders(blockers, now_ms)?,
-        conflicting_key: blockers.conflicting_key.clone(),
     })
 }
 
