@@ -190,6 +190,49 @@ fn fencing_tokens_strictly_increase_and_survive_restarts() {
     assert_eq!(status["status"], "held", "{status}");
 }
 
+/// Grants that share a batch take their tokens from the batch's count (stored once, before
+/// it commits): from several connections at once, every token is still handed out once,
+/// each connection sees its own grow, and after a restart they keep growing.
+#[test]
+fn fencing_tokens_stay_unique_when_grants_share_a_batch() {
+    let mut daemon = Daemon::start();
+    let clients: Vec<Client> = (0..8).map(|_| daemon.client()).collect();
+    let per_client: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(c, mut client)| {
+                s.spawn(move || {
+                    (0..25)
+                        .map(|i| {
+                            let key = format!("file:batch/c{c}/k{i}.rs");
+                            let lease = acquired(&mut client, &key, &format!("o{c}"));
+                            release(&mut client, &lease, "modified");
+                            lease["fencing_token"].as_u64().unwrap()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for tokens in &per_client {
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    }
+    let mut all: Vec<u64> = per_client.concat();
+    all.sort_unstable();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "a fencing token was handed out twice");
+    daemon.kill9();
+    daemon.restart();
+    let mut c = daemon.client();
+    let after = acquired(&mut c, "file:batch/after.rs", "o")["fencing_token"]
+        .as_u64()
+        .unwrap();
+    assert!(after > *all.last().unwrap(), "{after} after {all:?}");
+}
+
 #[test]
 fn dir_and_file_locks_see_each_other_but_siblings_do_not() {
     let daemon = Daemon::start();
