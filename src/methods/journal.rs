@@ -68,6 +68,8 @@ pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
     if before_seq <= oldest {
         return Ok((oldest, 0));
     }
+    // Lock outcomes held back are in the events about to go (see `store::leases`).
+    ctx.outcomes().store_held()?;
     let deleted = ctx.journal().remove_before(before_seq)?;
     // The writer's copies of recent task events may include some that are gone now.
     ctx.tasks.forget_recent();

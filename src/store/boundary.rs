@@ -118,6 +118,7 @@ pub trait Journal {
     /// The first seq still held (1 until compaction removed older ones).
     fn oldest_seq(&self) -> Result<u64>;
     /// Removes every event before `before_seq`, which becomes the oldest seq; how many went.
+    /// The writer stores the lock outcomes it held back first (`Outcomes::store_held`).
     fn remove_before(&self, before_seq: u64) -> Result<u64>;
 }
 
@@ -196,9 +197,9 @@ impl ForeignChanges {
     }
 }
 
-/// Resource-lock leases and the last outcome of each key. The writer reads every live
-/// lease at start and after a rollback or another daemon's change, and judges conflicts
-/// from its own copy (`methods::locks`).
+/// Resource-lock leases (how each key's last lease ended is [`Outcomes`]). The writer reads
+/// every live lease at start and after a rollback or another daemon's change, and judges
+/// conflicts from its own copy (`methods::locks`).
 pub trait Leases {
     /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
@@ -207,9 +208,6 @@ pub trait Leases {
     fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()>;
     /// Ends the lease `lease_id` on `resource_key`.
     fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()>;
-    /// How the last lease on `key` ended.
-    fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
-    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
     /// The last fencing token stored (0 before the first). The rules hand out tokens
     /// counting on from it (`methods::locks`).
     fn last_fencing_token(&self) -> Result<u64>;
@@ -222,6 +220,18 @@ pub trait Leases {
     fn shared_waits(&self) -> Option<&dyn SharedWaits> {
         None
     }
+}
+
+/// How the last lease on each key ended, as the writer records and reads it in its batch
+/// ([`WriteStorage::outcomes`]): a backend may hold the outcomes a batch records and store
+/// them later in bulk, as long as the journal events of the same ends keep them durable.
+pub trait Outcomes {
+    /// How the last lease on `key` ended.
+    fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
+    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
+    /// Stores every outcome held back, in the open batch: journal events are about to be
+    /// removed (`Journal::remove_before`), and with them what would bring those back.
+    fn store_held(&self) -> Result<()>;
 }
 
 /// A wait to acquire a lock, as daemons sharing a database see it.
@@ -533,6 +543,8 @@ impl Foreseen {
 pub trait WriteStorage: Send {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;
+    /// The lock outcomes the batch records and reads.
+    fn outcomes(&self) -> &dyn Outcomes;
     /// Whether other daemons write to the same database (PostgreSQL): then each batch
     /// starts from the head revision storage holds, and what memory holds of leases and
     /// sessions is rebuilt when another instance moved it.

@@ -6,8 +6,9 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
+use crate::protocol::locks::Previous;
 
-use super::boundary::{Foreseen, Storage, WriteStorage};
+use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 use super::leases;
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
@@ -75,9 +76,27 @@ impl SqliteWrites {
     }
 }
 
+impl Outcomes for SqliteWrites {
+    fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
+        leases::previous(&self.conn, resource_key)
+    }
+
+    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
+        leases::record_end(&self.conn, end)
+    }
+
+    fn store_held(&self) -> Result<()> {
+        Ok(leases::store_outcomes(&self.conn)?)
+    }
+}
+
 impl WriteStorage for SqliteWrites {
     fn storage(&self) -> &dyn Storage {
         &self.conn
+    }
+
+    fn outcomes(&self) -> &dyn Outcomes {
+        self
     }
 
     fn begin(&mut self, _foreseen: &Foreseen) -> Result<()> {

@@ -123,8 +123,6 @@ impl Journal for Connection {
     }
 
     fn remove_before(&self, before_seq: u64) -> Result<u64> {
-        // Outcomes still pending are in the events about to go (see `store::leases`).
-        super::leases::store_outcomes(self)?;
         let deleted = self
             .prepare_cached("DELETE FROM events WHERE seq < ?1")?
             .execute([before_seq])?;

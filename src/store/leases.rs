@@ -75,6 +75,49 @@ pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// How the last lease on `resource_key` ended: pending first, then stored.
+pub(super) fn previous(conn: &Connection, resource_key: &str) -> Result<Option<Previous>> {
+    let row = |r: &Row<'_>| {
+        Ok(Previous {
+            outcome: r.get(0)?,
+            owner: r.get(1)?,
+            at: format_ms(r.get(2)?),
+            moved_to: r.get(3)?,
+            note: r.get(4)?,
+        })
+    };
+    // An outcome not yet stored in batch is newer than the stored one, so it comes
+    // first. UNION ALL with LIMIT 1 runs the two point lookups in order and stops at
+    // the first row (a plain UNION, or an ORDER BY, would sort them in a temporary
+    // B-tree).
+    Ok(conn
+        .prepare_cached(
+            "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1
+             UNION ALL
+             SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1
+             LIMIT 1",
+        )?
+        .query_row([resource_key], row)
+        .optional()?)
+}
+
+/// Holds `end` among the pending outcomes.
+pub(super) fn record_end(conn: &Connection, end: &LeaseEnd<'_>) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO temp.pending_outcomes (resource_key, outcome, owner, at, moved_to, note)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        end.resource_key,
+        end.outcome,
+        end.owner,
+        end.at_ms,
+        end.moved_to,
+        end.note
+    ])?;
+    Ok(())
+}
+
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
 
 fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
@@ -147,47 +190,6 @@ impl Leases for Connection {
     fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()> {
         self.prepare_cached("DELETE FROM locks WHERE resource_key = ?1 AND lease_id = ?2")?
             .execute([resource_key, lease_id])?;
-        Ok(())
-    }
-
-    fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
-        let row = |r: &Row<'_>| {
-            Ok(Previous {
-                outcome: r.get(0)?,
-                owner: r.get(1)?,
-                at: format_ms(r.get(2)?),
-                moved_to: r.get(3)?,
-                note: r.get(4)?,
-            })
-        };
-        // An outcome not yet stored in batch is newer than the stored one, so it comes
-        // first. UNION ALL with LIMIT 1 runs the two point lookups in order and stops at
-        // the first row (a plain UNION, or an ORDER BY, would sort them in a temporary
-        // B-tree).
-        Ok(self
-            .prepare_cached(
-                "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1
-                 UNION ALL
-                 SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1
-                 LIMIT 1",
-            )?
-            .query_row([resource_key], row)
-            .optional()?)
-    }
-
-    fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
-        self.prepare_cached(
-            "INSERT OR REPLACE INTO temp.pending_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            end.resource_key,
-            end.outcome,
-            end.owner,
-            end.at_ms,
-            end.moved_to,
-            end.note
-        ])?;
         Ok(())
     }
 

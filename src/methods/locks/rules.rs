@@ -91,7 +91,7 @@ fn end_lease(
 ) -> Result<()> {
     ctx.leases()
         .delete_lease(&row.resource_key, &row.lease_id)?;
-    ctx.leases().record_end(&LeaseEnd {
+    ctx.outcomes().record_end(&LeaseEnd {
         resource_key: &row.resource_key,
         outcome,
         owner: &row.owner,
@@ -177,7 +177,7 @@ fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
     reply(&WaitResult::Available {
         resource_key: w.key.key.clone(),
         waited_ms: waited_ms(ctx, w.started),
-        previous: ctx.leases().previous(&w.key.key)?,
+        previous: ctx.outcomes().previous(&w.key.key)?,
     })
 }
 
@@ -251,7 +251,7 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
     };
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
     ctx.locks.track(row.clone(), deadline, request.connection);
-    let previous = ctx.leases().previous(&request.key.key)?;
+    let previous = ctx.outcomes().previous(&request.key.key)?;
     Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
 }
 
@@ -269,7 +269,7 @@ pub fn acquire(
     }
     let holders = ctx.locks.held.holders(&request.key.key);
     if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {
-        let previous = ctx.leases().previous(&row.resource_key)?;
+        let previous = ctx.outcomes().previous(&row.resource_key)?;
         let mut lease = lease(&row, ctx.now_ms, previous)?;
         // Anyone can say an owner's name; only the connection that acquired the lease
         // is shown its id again.
@@ -428,7 +428,7 @@ fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -
     match ctx.locks.held.holders(&key.key).is_empty() {
         false => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         true => {
-            let why = match ctx.leases().previous(&key.key)? {
+            let why = match ctx.outcomes().previous(&key.key)? {
                 Some(p) if p.outcome == "expired" => "expired",
                 Some(_) => "released",
                 None => "unknown",
@@ -495,7 +495,7 @@ pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<StatusResult>
         },
         None => StatusResult::Available {
             resource_key: key.key.clone(),
-            previous: ctx.leases().previous(&key.key)?,
+            previous: ctx.outcomes().previous(&key.key)?,
         },
     })
 }
@@ -562,7 +562,7 @@ pub fn wait(
 ) -> Result<Served<WaitResult>> {
     let Some(in_the_way) = blockers(&ctx.locks.held, &key, Want::EXCLUSIVE)? else {
         return Ok(Served::Now(WaitResult::Available {
-            previous: ctx.leases().previous(&key.key)?,
+            previous: ctx.outcomes().previous(&key.key)?,
             resource_key: key.key,
             waited_ms: 0,
         }));

@@ -125,6 +125,7 @@ impl WriterLoop {
             let mut no_reply = None;
             let mut ctx = WriteCtx::new(
                 self.writes.storage(),
+                self.writes.outcomes(),
                 &mut self.memory,
                 now_ms,
                 mono_now,
@@ -330,6 +331,7 @@ impl WriterLoop {
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
         let storage = self.writes.storage();
+        let outcomes = self.writes.outcomes();
         self.memory.locks.begin_batch();
         // The revision this batch starts from: what it writes beyond it is recorded as the
         // new head before the commit (including what catching up below grants).
@@ -352,7 +354,15 @@ impl WriterLoop {
                     tasks::serve_waiters,
                     agents::serve_waiters,
                 ];
-                let upkept = upkeep(storage, &mut self.memory, now_ms, mono_now, deferred, serve);
+                let upkept = upkeep(
+                    storage,
+                    outcomes,
+                    &mut self.memory,
+                    now_ms,
+                    mono_now,
+                    deferred,
+                    serve,
+                );
                 if let Err(err) = upkept {
                     *lock_state_suspect = true;
                     return Err(err);
@@ -364,6 +374,7 @@ impl WriterLoop {
             let expire = [locks::expire_due, tasks::expire_due, agents::expire_due];
             let expired = upkeep(
                 storage,
+                outcomes,
                 &mut self.memory,
                 now_ms,
                 mono_now,
@@ -388,6 +399,7 @@ impl WriterLoop {
                     self.memory.tasks.begin_request();
                     let mut ctx = WriteCtx::new(
                         storage,
+                        outcomes,
                         &mut self.memory,
                         now_ms,
                         mono_now,
@@ -461,6 +473,7 @@ type Upkeep = fn(&mut WriteCtx<'_>) -> Result<()>;
 
 fn upkeep(
     storage: &dyn Storage,
+    outcomes: &dyn Outcomes,
     memory: &mut Memory,
     now_ms: i64,
     mono_now: Duration,
@@ -468,6 +481,14 @@ fn upkeep(
     steps: [Upkeep; 3],
 ) -> Result<()> {
     let mut no_reply = None;
-    let mut ctx = WriteCtx::new(storage, memory, now_ms, mono_now, &mut no_reply, deferred);
+    let mut ctx = WriteCtx::new(
+        storage,
+        outcomes,
+        memory,
+        now_ms,
+        mono_now,
+        &mut no_reply,
+        deferred,
+    );
     steps.iter().try_for_each(|step| step(&mut ctx))
 }

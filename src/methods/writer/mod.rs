@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, Records, Remembered, Storage,
-    Tokens, WriteStorage,
+    Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, Outcomes, Records, Remembered,
+    Storage, Tokens, WriteStorage,
 };
 use crate::store::StorageHealth;
 
@@ -76,6 +76,7 @@ enum Message {
 /// batch's time and what the writer keeps in memory.
 pub struct WriteCtx<'a> {
     storage: &'a dyn Storage,
+    outcomes: &'a dyn Outcomes,
     revision: &'a mut i64,
     /// Wall-clock time of this batch, epoch milliseconds.
     pub now_ms: i64,
@@ -158,6 +159,7 @@ impl Memory {
 impl<'a> WriteCtx<'a> {
     fn new(
         storage: &'a dyn Storage,
+        outcomes: &'a dyn Outcomes,
         memory: &'a mut Memory,
         now_ms: i64,
         mono_now: Duration,
@@ -166,6 +168,7 @@ impl<'a> WriteCtx<'a> {
     ) -> WriteCtx<'a> {
         WriteCtx {
             storage,
+            outcomes,
             revision: &mut memory.revision,
             now_ms,
             mono_now,
@@ -191,6 +194,11 @@ impl<'a> WriteCtx<'a> {
     /// Lock leases, through the storage boundary.
     pub fn leases(&self) -> &'a dyn Leases {
         self.storage
+    }
+
+    /// How each key's last lock lease ended, through the storage boundary.
+    pub fn outcomes(&self) -> &'a dyn Outcomes {
+        self.outcomes
     }
 
     /// Tasks and nodes, through the storage boundary.

@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 use crate::error::{Error, Result};
 use tokio_postgres::types::ToSql;
 
-use crate::store::boundary::{ForeignChanges, Foreseen, Storage, WriteStorage};
+use crate::store::boundary::{ForeignChanges, Foreseen, Outcomes, Storage, WriteStorage};
 
 use super::{leases, Driver, OwnRuntime, Params, PgConn};
 
@@ -148,6 +148,10 @@ const EPOCHS: [(u8, &str); 3] = [
 
 impl WriteStorage for PgWrites {
     fn storage(&self) -> &dyn Storage {
+        &self.conn
+    }
+
+    fn outcomes(&self) -> &dyn Outcomes {
         &self.conn
     }
 

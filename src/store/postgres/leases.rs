@@ -7,7 +7,9 @@ use tokio_postgres::Row;
 use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
-use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease, QueuedWait, SharedWaits};
+use crate::store::boundary::{
+    LeaseEnd, LeaseRow, Leases, NewLease, Outcomes, QueuedWait, SharedWaits,
+};
 
 use super::{i, u, Lit, PgConn};
 
@@ -142,6 +144,38 @@ impl Leases for PgConn {
         Ok(())
     }
 
+    fn last_fencing_token(&self) -> Result<u64> {
+        // In the writer's batch the counter was read when it began, under the lock no
+        // other writer holds meanwhile.
+        if let Some(last) = self.fence_hint() {
+            return Ok(u(last));
+        }
+        let row = self.query_one("SELECT value FROM meta WHERE name = 'fencing_token'", &[])?;
+        Ok(u(row.get(0)))
+    }
+
+    fn store_fencing_token(&self, last: u64) -> Result<()> {
+        self.set_fence_hint(i(last));
+        self.touch(super::LOCKS).defer(format!(
+            "UPDATE meta SET value = {last} WHERE name = 'fencing_token'"
+        ));
+        Ok(())
+    }
+
+    fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
+        self.leases_where(
+            "WHERE session_id = $1 ORDER BY resource_key",
+            &[&session_id],
+        )
+    }
+
+    fn shared_waits(&self) -> Option<&dyn SharedWaits> {
+        Some(self)
+    }
+}
+
+/// Written in the batch that records them: the daemons sharing the database read them too.
+impl Outcomes for PgConn {
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
         if let Some(known) = self.outcomes_ahead.borrow().get(resource_key) {
             return Ok(known.clone());
@@ -181,33 +215,8 @@ impl Leases for PgConn {
         Ok(())
     }
 
-    fn last_fencing_token(&self) -> Result<u64> {
-        // In the writer's batch the counter was read when it began, under the lock no
-        // other writer holds meanwhile.
-        if let Some(last) = self.fence_hint() {
-            return Ok(u(last));
-        }
-        let row = self.query_one("SELECT value FROM meta WHERE name = 'fencing_token'", &[])?;
-        Ok(u(row.get(0)))
-    }
-
-    fn store_fencing_token(&self, last: u64) -> Result<()> {
-        self.set_fence_hint(i(last));
-        self.touch(super::LOCKS).defer(format!(
-            "UPDATE meta SET value = {last} WHERE name = 'fencing_token'"
-        ));
+    fn store_held(&self) -> Result<()> {
         Ok(())
-    }
-
-    fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
-        self.leases_where(
-            "WHERE session_id = $1 ORDER BY resource_key",
-            &[&session_id],
-        )
-    }
-
-    fn shared_waits(&self) -> Option<&dyn SharedWaits> {
-        Some(self)
     }
 }
 
