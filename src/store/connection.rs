@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::protocol::locks::Previous;
 
 use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
-use super::leases;
+use super::leases::{self, HeldOutcomes};
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
@@ -25,49 +25,59 @@ pub const STATEMENT_CACHE: usize = 64;
 /// is rolled back instead (`undo_request` refuses).
 pub struct SqliteWrites {
     conn: Connection,
-    /// Rows changed on this connection when the current request started.
-    changes_at_request: std::cell::Cell<u64>,
-    /// Rows changed on this connection when the pending outcomes were last counted.
+    /// Rows changed on this connection, and lock outcomes recorded, when the current
+    /// request started.
+    written_at_request: std::cell::Cell<(u64, u64)>,
+    /// Rows changed on this connection when the journal's lead over the stored outcomes
+    /// was last looked at.
     changes_at_outcome_check: u64,
+    outcomes: HeldOutcomes,
 }
 
-/// Rows changed between two looks at the pending lock outcomes. Every outcome and every
-/// journal event is a changed row, so neither the pending outcomes nor the journal's lead
-/// over `lock_outcomes_through` grows by more than this (and one batch) between looks,
-/// and most commits skip the look's query.
+/// Rows changed between two looks at how far the journal has run past the stored lock
+/// outcomes. Every journal event is a changed row, so that lead grows by at most this (and
+/// one batch) between looks, and most commits skip the look's query.
 const CHANGES_BETWEEN_OUTCOME_CHECKS: u64 = 256;
 
 impl SqliteWrites {
-    /// `conn` has its table of pending outcomes ([`leases::recover_outcomes`]).
+    /// `conn` holds no outcome back: [`leases::recover_outcomes`] stored them.
     pub(super) fn new(conn: Connection) -> SqliteWrites {
         SqliteWrites {
             conn,
-            changes_at_request: std::cell::Cell::new(0),
+            written_at_request: std::cell::Cell::new((0, 0)),
             changes_at_outcome_check: 0,
+            outcomes: HeldOutcomes::default(),
         }
     }
 
-    /// Inside the batch, before it commits: stores the pending lock outcomes when enough
+    /// Inside the batch, before it commits: stores the held lock outcomes when enough
     /// wait or the journal has run far enough past the mark (see `store::leases`), looking
-    /// only once enough rows changed since the last look.
+    /// at the journal only once enough rows changed since the last look.
     fn store_outcomes_when_due(&mut self) -> Result<()> {
+        if self.outcomes.len() >= leases::OUTCOMES_HELD {
+            return self.outcomes.store(&self.conn);
+        }
         let changes = self.conn.total_changes();
         if changes - self.changes_at_outcome_check < CHANGES_BETWEEN_OUTCOME_CHECKS {
             return Ok(());
         }
         self.changes_at_outcome_check = changes;
-        let (pending, past_mark): (i64, i64) = self
+        let past_mark: i64 = self
             .conn
             .prepare_cached(
-                "SELECT (SELECT count(*) FROM temp.pending_outcomes),
-                        (SELECT value FROM main.meta WHERE name = 'revision')
-                        - (SELECT value FROM main.meta WHERE name = 'lock_outcomes_through')",
+                "SELECT (SELECT value FROM meta WHERE name = 'revision')
+                        - (SELECT value FROM meta WHERE name = 'lock_outcomes_through')",
             )?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        if pending >= leases::OUTCOMES_HELD || past_mark >= leases::OUTCOMES_REPLAY_SPAN {
-            leases::store_outcomes(&self.conn)?;
+            .query_row([], |r| r.get(0))?;
+        if past_mark >= leases::OUTCOMES_REPLAY_SPAN {
+            self.outcomes.store(&self.conn)?;
         }
         Ok(())
+    }
+
+    /// Rows changed and lock outcomes recorded so far.
+    fn written(&self) -> (u64, u64) {
+        (self.conn.total_changes(), self.outcomes.recorded())
     }
 
     fn run(&self, sql: &str) -> Result<()> {
@@ -78,15 +88,16 @@ impl SqliteWrites {
 
 impl Outcomes for SqliteWrites {
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>> {
-        leases::previous(&self.conn, resource_key)
+        self.outcomes.previous(&self.conn, resource_key)
     }
 
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
-        leases::record_end(&self.conn, end)
+        self.outcomes.record(end);
+        Ok(())
     }
 
     fn store_held(&self) -> Result<()> {
-        Ok(leases::store_outcomes(&self.conn)?)
+        self.outcomes.store(&self.conn)
     }
 }
 
@@ -100,7 +111,13 @@ impl WriteStorage for SqliteWrites {
     }
 
     fn begin(&mut self, _foreseen: &Foreseen) -> Result<()> {
-        self.run("BEGIN IMMEDIATE")
+        self.run("BEGIN IMMEDIATE")?;
+        // The writer rolls back only a batch that began.
+        let refreshed = self.outcomes.refresh(&self.conn);
+        if refreshed.is_err() {
+            self.rollback();
+        }
+        refreshed
     }
 
     fn commit(&mut self) -> Result<()> {
@@ -109,6 +126,7 @@ impl WriteStorage for SqliteWrites {
     }
 
     fn rollback(&mut self) {
+        self.outcomes.rolled_back();
         // Still inside the transaction: it was not committed (or COMMIT failed).
         if !self.conn.is_autocommit() {
             if let Err(err) = self.conn.execute_batch("ROLLBACK") {
@@ -118,12 +136,12 @@ impl WriteStorage for SqliteWrites {
     }
 
     fn savepoint(&self) -> Result<()> {
-        self.changes_at_request.set(self.conn.total_changes());
+        self.written_at_request.set(self.written());
         Ok(())
     }
 
     fn undo_request(&self) -> Result<()> {
-        if self.conn.total_changes() == self.changes_at_request.get() {
+        if self.written() == self.written_at_request.get() {
             return Ok(());
         }
         Err(Error::Unavailable(
@@ -138,11 +156,11 @@ impl WriteStorage for SqliteWrites {
     fn close(&mut self) {
         // The next start need not replay outcomes from the journal (it would be harmless).
         let stored = self
-            .run("BEGIN IMMEDIATE")
-            .and_then(|()| Ok(leases::store_outcomes(&self.conn)?))
+            .begin(&Foreseen::default())
+            .and_then(|()| self.outcomes.store(&self.conn))
             .and_then(|()| self.run("COMMIT"));
         if let Err(err) = stored {
-            tracing::warn!(%err, "cannot store the pending lock outcomes at shutdown; the next start replays them from the journal");
+            tracing::warn!(%err, "cannot store the held lock outcomes at shutdown; the next start replays them from the journal");
             self.rollback();
         }
         // The next start need not check the database.
@@ -239,4 +257,95 @@ pub fn open_writer_connection(path: &std::path::Path) -> rusqlite::Result<Connec
         ));
     }
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::boundary::{Foreseen, LeaseEnd, NewEvent, WriteStorage};
+    use crate::store::Store;
+
+    /// Ends a lease on `key` as the rules do: its outcome, and the journal event of it.
+    fn end(writes: &dyn WriteStorage, seq: i64, key: &str, outcome: &str, owner: &str) {
+        let at_ms = 1_000 * seq;
+        writes
+            .outcomes()
+            .record_end(&LeaseEnd {
+                resource_key: key,
+                outcome,
+                owner,
+                at_ms,
+                moved_to: None,
+                note: None,
+            })
+            .unwrap();
+        let data = format!("{{\"outcome\":\"{outcome}\"}}");
+        let event = NewEvent {
+            kind: "lock.released",
+            actor: Some(owner),
+            resource_key: Some(key),
+            data: &data,
+            ..NewEvent::default()
+        };
+        writes.storage().append_event(seq, at_ms, &event).unwrap();
+        writes.storage().set_head_revision(seq).unwrap();
+    }
+
+    fn previous(writes: &dyn WriteStorage, key: &str) -> Option<(String, String)> {
+        let previous = writes.outcomes().previous(key).unwrap()?;
+        Some((previous.outcome, previous.owner))
+    }
+
+    fn known(outcome: &str, owner: &str) -> Option<(String, String)> {
+        Some((outcome.to_string(), owner.to_string()))
+    }
+
+    /// Outcomes held in memory follow the batch that recorded them: kept when it commits,
+    /// gone when it rolls back (stored or not), and what the journal holds is what
+    /// memory answers after a rollback.
+    #[test]
+    fn held_outcomes_follow_commits_and_rollbacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_store, mut writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
+        let batch = Foreseen::default();
+
+        writes.begin(&batch).unwrap();
+        end(&*writes, 1, "file:a", "released", "ann");
+        writes.commit().unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("released", "ann"));
+
+        // Rolled back: neither end it recorded is known.
+        writes.begin(&batch).unwrap();
+        end(&*writes, 2, "file:a", "abandoned", "bob");
+        end(&*writes, 3, "file:b", "released", "bob");
+        writes.rollback();
+        writes.begin(&batch).unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("released", "ann"));
+        assert_eq!(previous(&*writes, "file:b"), None);
+
+        // Stored in a batch that rolls back: still known, read again from the journal.
+        writes.outcomes().store_held().unwrap();
+        writes.rollback();
+        writes.begin(&batch).unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("released", "ann"));
+
+        // Stored and committed, then a later end in the same batch: the later one wins,
+        // before and after it is stored too.
+        writes.outcomes().store_held().unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("released", "ann"));
+        end(&*writes, 2, "file:a", "expired", "cy");
+        writes.commit().unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("expired", "cy"));
+        writes.begin(&batch).unwrap();
+        writes.outcomes().store_held().unwrap();
+        writes.commit().unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("expired", "cy"));
+
+        // After a rollback, only the ends after the stored mark are read again.
+        writes.begin(&batch).unwrap();
+        writes.rollback();
+        writes.begin(&batch).unwrap();
+        assert_eq!(previous(&*writes, "file:a"), known("expired", "cy"));
+        assert_eq!(previous(&*writes, "file:b"), None);
+        writes.commit().unwrap();
+    }
 }

@@ -1,22 +1,26 @@
 //! SQL for resource-lock leases (`locks`), the last outcome of each key
-//! (`lock_outcomes`) and the fencing counter: SQLite's side of [`Leases`]. The rules
-//! (conflicts, the `dir:` hierarchy, waiting, fencing) are in `methods::locks`.
+//! (`lock_outcomes`) and the fencing counter: SQLite's side of [`Leases`], and of
+//! [`Outcomes`](super::boundary::Outcomes) through [`HeldOutcomes`]. The rules (conflicts,
+//! the `dir:` hierarchy, waiting, fencing) are in `methods::locks`.
 //!
 //! Outcomes are stored in batches. Keyed by resource key, `lock_outcomes` took one page
 //! per key a commit released, and each page is a 4 KiB frame in the write-ahead log: on
-//! short locks that was a third of what a commit wrote. A release's outcome goes to
-//! `pending_outcomes`, a table in the writer connection's temporary database (memory:
-//! `temp_store = MEMORY`), which commits and rolls back with the batch like any other
-//! table but is never written to disk. The journal event of the release or expiry
-//! (`lock.released`, `lock.expired`) carries the same facts and is durable with the
-//! batch. The writer moves the pending outcomes to `lock_outcomes` inside a batch once
-//! [`OUTCOMES_HELD`] are waiting, once the journal has run [`OUTCOMES_REPLAY_SPAN`]
-//! revisions past `lock_outcomes_through` (the revision through which `lock_outcomes` is
-//! complete), before the journal is compacted, and at shutdown. It looks every few
-//! hundred changed rows, so either may run past its bound by that much. Opening the
-//! database replays the events after `lock_outcomes_through` ([`recover_outcomes`]), so a
-//! crash loses none. Only the writer reads outcomes, so no other connection needs the
-//! pending ones.
+//! short locks that was a third of what a commit wrote. A release's outcome is held in
+//! the writer's memory instead ([`HeldOutcomes`]; a table in SQLite's temporary database
+//! did the same at about 25 us per commit for that database's own journal and commit).
+//! The journal event of the release or expiry (`lock.released`, `lock.expired`) carries
+//! the same facts and is durable with the batch. The writer stores the held outcomes in
+//! `lock_outcomes` inside a batch once [`OUTCOMES_HELD`] are waiting, once the journal has
+//! run [`OUTCOMES_REPLAY_SPAN`] revisions past `lock_outcomes_through` (the revision
+//! through which `lock_outcomes` is complete), before the journal is compacted, and at
+//! shutdown. It looks at the journal's lead every few hundred changed rows, so that may
+//! run past its bound by that much. The journal is what memory answers to: after a batch
+//! rolls back, the next one begins by reading the held outcomes again from the events
+//! after `lock_outcomes_through`, and opening the database stores those
+//! ([`recover_outcomes`]), so a crash loses none. Only the writer reads outcomes.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -26,96 +30,159 @@ use crate::protocol::locks::{LockMode, Previous};
 
 use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-/// Pending outcomes that make the writer store them (the next batch does).
-pub(super) const OUTCOMES_HELD: i64 = 512;
+/// Held outcomes that make the writer store them (the next commit does).
+pub(super) const OUTCOMES_HELD: usize = 512;
 
 /// How far (in revisions) the journal may run past `lock_outcomes_through` before the
-/// writer stores what is pending and moves the mark: opening the database replays at most
+/// writer stores what is held and moves the mark: opening the database replays at most
 /// about this many events.
 pub(super) const OUTCOMES_REPLAY_SPAN: i64 = 8_192;
 
-/// Creates the writer connection's table of pending outcomes and stores the outcomes of
-/// the journal events after `lock_outcomes_through` (those a crash left pending), in
-/// journal order.
+/// The outcomes the journal events after `lock_outcomes_through` carry, in journal order
+/// (a later end of the same key replaces an earlier one).
+const OUTCOMES_AFTER_MARK: &str = "SELECT resource_key, json_extract(data, '$.outcome'), actor, at,
+            json_extract(data, '$.moved_to'), json_extract(data, '$.note')
+     FROM events
+     WHERE seq > (SELECT value FROM meta WHERE name = 'lock_outcomes_through')
+       AND type IN ('lock.released', 'lock.expired')
+     ORDER BY seq";
+
+/// Marks `lock_outcomes` complete through the head revision.
+const MARK_STORED: &str = "UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
+     WHERE name = 'lock_outcomes_through'";
+
+/// Stores the outcomes of the journal events after `lock_outcomes_through` (those a crash
+/// left held), in journal order.
 pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS pending_outcomes AS SELECT * FROM lock_outcomes WHERE 0;
-         CREATE UNIQUE INDEX IF NOT EXISTS temp.pending_outcomes_by_key
-             ON pending_outcomes (resource_key);
-         BEGIN IMMEDIATE;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
          INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             SELECT resource_key, json_extract(data, '$.outcome'), actor, at,
-                    json_extract(data, '$.moved_to'), json_extract(data, '$.note')
-             FROM events
-             WHERE seq > (SELECT value FROM meta WHERE name = 'lock_outcomes_through')
-               AND type IN ('lock.released', 'lock.expired')
-             ORDER BY seq;
-         UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
-             WHERE name = 'lock_outcomes_through';
-         COMMIT;",
-    )
+             {OUTCOMES_AFTER_MARK};
+         {MARK_STORED};
+         COMMIT;"
+    ))
 }
 
-/// Inside the writer's transaction: moves the pending outcomes to `lock_outcomes` and
-/// marks it complete through the head revision.
-pub(super) fn store_outcomes(conn: &Connection) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT OR REPLACE INTO main.lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-         SELECT resource_key, outcome, owner, at, moved_to, note FROM temp.pending_outcomes
-         ORDER BY resource_key",
-    )?
-    .execute([])?;
-    conn.prepare_cached("DELETE FROM temp.pending_outcomes")?
-        .execute([])?;
-    conn.prepare_cached(
-        "UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
-         WHERE name = 'lock_outcomes_through'",
-    )?
-    .execute([])?;
-    Ok(())
+/// How a lease ended, held until stored.
+struct Held {
+    outcome: String,
+    owner: String,
+    at_ms: i64,
+    moved_to: Option<String>,
+    note: Option<String>,
 }
 
-/// How the last lease on `resource_key` ended: pending first, then stored.
-pub(super) fn previous(conn: &Connection, resource_key: &str) -> Result<Option<Previous>> {
-    let row = |r: &Row<'_>| {
-        Ok(Previous {
-            outcome: r.get(0)?,
-            owner: r.get(1)?,
-            at: format_ms(r.get(2)?),
-            moved_to: r.get(3)?,
-            note: r.get(4)?,
-        })
-    };
-    // An outcome not yet stored in batch is newer than the stored one, so it comes
-    // first. UNION ALL with LIMIT 1 runs the two point lookups in order and stops at
-    // the first row (a plain UNION, or an ORDER BY, would sort them in a temporary
-    // B-tree).
-    Ok(conn
-        .prepare_cached(
-            "SELECT outcome, owner, at, moved_to, note FROM temp.pending_outcomes WHERE resource_key = ?1
-             UNION ALL
-             SELECT outcome, owner, at, moved_to, note FROM main.lock_outcomes WHERE resource_key = ?1
-             LIMIT 1",
-        )?
-        .query_row([resource_key], row)
-        .optional()?)
+/// The outcomes the writer holds back from `lock_outcomes`, the latest of each key.
+#[derive(Default)]
+pub(super) struct HeldOutcomes {
+    held: RefCell<HashMap<String, Held>>,
+    /// A batch rolled back: memory may hold outcomes it recorded, or lack ones it stored.
+    stale: Cell<bool>,
+    /// Outcomes recorded so far.
+    recorded: Cell<u64>,
 }
 
-/// Holds `end` among the pending outcomes.
-pub(super) fn record_end(conn: &Connection, end: &LeaseEnd<'_>) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT OR REPLACE INTO temp.pending_outcomes (resource_key, outcome, owner, at, moved_to, note)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![
-        end.resource_key,
-        end.outcome,
-        end.owner,
-        end.at_ms,
-        end.moved_to,
-        end.note
-    ])?;
-    Ok(())
+impl HeldOutcomes {
+    pub(super) fn len(&self) -> usize {
+        self.held.borrow().len()
+    }
+
+    /// Outcomes recorded so far (a request that recorded one has written).
+    pub(super) fn recorded(&self) -> u64 {
+        self.recorded.get()
+    }
+
+    /// The batch that began rolled back.
+    pub(super) fn rolled_back(&self) {
+        self.stale.set(true);
+    }
+
+    /// At the start of a batch, after a rollback: reads the held outcomes again from the
+    /// journal.
+    pub(super) fn refresh(&self, conn: &Connection) -> Result<()> {
+        if !self.stale.get() {
+            return Ok(());
+        }
+        let mut stmt = conn.prepare_cached(OUTCOMES_AFTER_MARK)?;
+        let mut rows = stmt.query([])?;
+        let mut held = HashMap::new();
+        while let Some(r) = rows.next()? {
+            let held_end = Held {
+                outcome: r.get(1)?,
+                owner: r.get(2)?,
+                at_ms: r.get(3)?,
+                moved_to: r.get(4)?,
+                note: r.get(5)?,
+            };
+            held.insert(r.get(0)?, held_end);
+        }
+        *self.held.borrow_mut() = held;
+        self.stale.set(false);
+        Ok(())
+    }
+
+    pub(super) fn previous(
+        &self,
+        conn: &Connection,
+        resource_key: &str,
+    ) -> Result<Option<Previous>> {
+        if let Some(h) = self.held.borrow().get(resource_key) {
+            return Ok(Some(Previous {
+                outcome: h.outcome.clone(),
+                owner: h.owner.clone(),
+                at: format_ms(h.at_ms),
+                moved_to: h.moved_to.clone(),
+                note: h.note.clone(),
+            }));
+        }
+        Ok(conn
+            .prepare_cached(
+                "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
+            )?
+            .query_row([resource_key], |r| {
+                Ok(Previous {
+                    outcome: r.get(0)?,
+                    owner: r.get(1)?,
+                    at: format_ms(r.get(2)?),
+                    moved_to: r.get(3)?,
+                    note: r.get(4)?,
+                })
+            })
+            .optional()?)
+    }
+
+    pub(super) fn record(&self, end: &LeaseEnd<'_>) {
+        self.held.borrow_mut().insert(
+            end.resource_key.to_string(),
+            Held {
+                outcome: end.outcome.to_string(),
+                owner: end.owner.to_string(),
+                at_ms: end.at_ms,
+                moved_to: end.moved_to.map(str::to_string),
+                note: end.note.map(str::to_string),
+            },
+        );
+        self.recorded.set(self.recorded.get() + 1);
+    }
+
+    /// Inside the writer's transaction: stores the held outcomes in `lock_outcomes` (in key
+    /// order, page by page) and marks it complete through the head revision. Memory lets
+    /// them go now; if the batch rolls back, the next one reads them again.
+    pub(super) fn store(&self, conn: &Connection) -> Result<()> {
+        let mut held: Vec<(String, Held)> = self.held.borrow_mut().drain().collect();
+        held.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut insert = conn.prepare_cached(
+            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for (key, h) in &held {
+            insert.execute(params![
+                key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
+            ])?;
+        }
+        conn.prepare_cached(MARK_STORED)?.execute([])?;
+        Ok(())
+    }
 }
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
