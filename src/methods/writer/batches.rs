@@ -124,8 +124,7 @@ impl WriterLoop {
             let mut deferred = Vec::new();
             let mut no_reply = None;
             let mut ctx = WriteCtx::new(
-                self.writes.storage(),
-                self.writes.outcomes(),
+                self.writes.as_ref(),
                 &mut self.memory,
                 now_ms,
                 mono_now,
@@ -330,8 +329,8 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
         lock_state_suspect: &mut bool,
     ) -> Result<()> {
-        let storage = self.writes.storage();
-        let outcomes = self.writes.outcomes();
+        let writes = self.writes.as_ref();
+        let storage = writes.storage();
         self.memory.locks.begin_batch();
         // The revision this batch starts from: what it writes beyond it is recorded as the
         // new head before the commit (including what catching up below grants).
@@ -354,15 +353,7 @@ impl WriterLoop {
                     tasks::serve_waiters,
                     agents::serve_waiters,
                 ];
-                let upkept = upkeep(
-                    storage,
-                    outcomes,
-                    &mut self.memory,
-                    now_ms,
-                    mono_now,
-                    deferred,
-                    serve,
-                );
+                let upkept = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, serve);
                 if let Err(err) = upkept {
                     *lock_state_suspect = true;
                     return Err(err);
@@ -372,15 +363,7 @@ impl WriterLoop {
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
             let expire = [locks::expire_due, tasks::expire_due, agents::expire_due];
-            let expired = upkeep(
-                storage,
-                outcomes,
-                &mut self.memory,
-                now_ms,
-                mono_now,
-                deferred,
-                expire,
-            );
+            let expired = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, expire);
             if let Err(err) = expired {
                 *lock_state_suspect = true;
                 return Err(err);
@@ -398,8 +381,7 @@ impl WriterLoop {
                     let deferred_before = deferred.len();
                     self.memory.tasks.begin_request();
                     let mut ctx = WriteCtx::new(
-                        storage,
-                        outcomes,
+                        writes,
                         &mut self.memory,
                         now_ms,
                         mono_now,
@@ -472,8 +454,7 @@ fn take_foreseen(jobs: &mut [Job]) -> Foreseen {
 type Upkeep = fn(&mut WriteCtx<'_>) -> Result<()>;
 
 fn upkeep(
-    storage: &dyn Storage,
-    outcomes: &dyn Outcomes,
+    writes: &dyn WriteStorage,
     memory: &mut Memory,
     now_ms: i64,
     mono_now: Duration,
@@ -481,14 +462,6 @@ fn upkeep(
     steps: [Upkeep; 3],
 ) -> Result<()> {
     let mut no_reply = None;
-    let mut ctx = WriteCtx::new(
-        storage,
-        outcomes,
-        memory,
-        now_ms,
-        mono_now,
-        &mut no_reply,
-        deferred,
-    );
+    let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
     steps.iter().try_for_each(|step| step(&mut ctx))
 }

@@ -157,9 +157,9 @@ impl Memory {
 }
 
 impl<'a> WriteCtx<'a> {
+    /// A mutation's view of the batch `writes` runs.
     fn new(
-        storage: &'a dyn Storage,
-        outcomes: &'a dyn Outcomes,
+        writes: &'a dyn WriteStorage,
         memory: &'a mut Memory,
         now_ms: i64,
         mono_now: Duration,
@@ -167,8 +167,8 @@ impl<'a> WriteCtx<'a> {
         deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
     ) -> WriteCtx<'a> {
         WriteCtx {
-            storage,
-            outcomes,
+            storage: writes.storage(),
+            outcomes: writes.outcomes(),
             revision: &mut memory.revision,
             now_ms,
             mono_now,
