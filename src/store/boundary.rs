@@ -523,7 +523,7 @@ impl<T: Records + Journal + Leases + Nodes + Remembered + Meta + Tokens + Agents
 /// begins.
 #[derive(Debug, Default)]
 pub struct Foreseen {
-    /// Keys whose last outcome (`Leases::previous`) an acquisition reads.
+    /// Keys whose last outcome (`Outcomes::previous`) an acquisition reads.
     pub lock_outcomes: Vec<String>,
 }
 
