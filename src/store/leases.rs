@@ -72,6 +72,29 @@ struct Held {
     note: Option<String>,
 }
 
+impl Held {
+    /// From the columns outcome, owner, at, moved_to and note, in that order from `first`.
+    fn from_row(r: &Row<'_>, first: usize) -> rusqlite::Result<Held> {
+        Ok(Held {
+            outcome: r.get(first)?,
+            owner: r.get(first + 1)?,
+            at_ms: r.get(first + 2)?,
+            moved_to: r.get(first + 3)?,
+            note: r.get(first + 4)?,
+        })
+    }
+
+    fn previous(&self) -> Previous {
+        Previous {
+            outcome: self.outcome.clone(),
+            owner: self.owner.clone(),
+            at: format_ms(self.at_ms),
+            moved_to: self.moved_to.clone(),
+            note: self.note.clone(),
+        }
+    }
+}
+
 /// The outcomes the writer holds back from `lock_outcomes`, the latest of each key.
 #[derive(Default)]
 pub(super) struct HeldOutcomes {
@@ -107,14 +130,7 @@ impl HeldOutcomes {
         let mut rows = stmt.query([])?;
         let mut held = HashMap::new();
         while let Some(r) = rows.next()? {
-            let held_end = Held {
-                outcome: r.get(1)?,
-                owner: r.get(2)?,
-                at_ms: r.get(3)?,
-                moved_to: r.get(4)?,
-                note: r.get(5)?,
-            };
-            held.insert(r.get(0)?, held_end);
+            held.insert(r.get(0)?, Held::from_row(r, 1)?);
         }
         *self.held.borrow_mut() = held;
         self.stale.set(false);
@@ -127,28 +143,15 @@ impl HeldOutcomes {
         resource_key: &str,
     ) -> Result<Option<Previous>> {
         if let Some(h) = self.held.borrow().get(resource_key) {
-            return Ok(Some(Previous {
-                outcome: h.outcome.clone(),
-                owner: h.owner.clone(),
-                at: format_ms(h.at_ms),
-                moved_to: h.moved_to.clone(),
-                note: h.note.clone(),
-            }));
+            return Ok(Some(h.previous()));
         }
-        Ok(conn
+        let stored = conn
             .prepare_cached(
                 "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
             )?
-            .query_row([resource_key], |r| {
-                Ok(Previous {
-                    outcome: r.get(0)?,
-                    owner: r.get(1)?,
-                    at: format_ms(r.get(2)?),
-                    moved_to: r.get(3)?,
-                    note: r.get(4)?,
-                })
-            })
-            .optional()?)
+            .query_row([resource_key], |r| Held::from_row(r, 0))
+            .optional()?;
+        Ok(stored.as_ref().map(Held::previous))
     }
 
     pub(super) fn record(&self, end: &LeaseEnd<'_>) {

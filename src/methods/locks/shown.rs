@@ -53,20 +53,32 @@ pub(super) fn held_by(row: &LeaseRow, now_ms: i64) -> Result<HeldBy> {
     })
 }
 
-/// The lease as its holder is shown it, id included.
+/// The lease as its holder is shown it: what others see of it ([`held_by`]), its key and
+/// its id.
 pub(super) fn lease(row: &LeaseRow, now_ms: i64, previous: Option<Previous>) -> Result<Lease> {
+    let HeldBy {
+        owner,
+        mode,
+        slots,
+        provider,
+        fencing_token,
+        acquired_at,
+        expires_at,
+        remaining_ms,
+        metadata,
+    } = held_by(row, now_ms)?;
     Ok(Lease {
         resource_key: row.resource_key.clone(),
         lease_id: Some(row.lease_id.clone()),
-        owner: row.owner.clone(),
-        mode: row.mode,
-        slots: row.slots,
-        provider: row.provider.clone(),
-        fencing_token: row.fencing_token,
-        acquired_at: format_ms(row.acquired_at),
-        expires_at: format_ms(row.expires_at),
-        remaining_ms: (row.expires_at - now_ms).max(0) as u64,
-        metadata: metadata_json(&row.metadata)?,
+        owner,
+        mode,
+        slots,
+        provider,
+        fencing_token,
+        acquired_at,
+        expires_at,
+        remaining_ms,
+        metadata,
         previous,
     })
 }
