@@ -292,9 +292,14 @@ unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
         wal.gathered.clear();
         return match written {
             Ok(()) => ffi::SQLITE_OK,
-            Err(_) => {
+            Err(err) => {
                 wal.unsynced = true;
-                ffi::SQLITE_IOERR_FSYNC
+                // As `unix` reports a failed write: a full disk is SQLITE_FULL, which
+                // batond answers as "storage is full".
+                match err.raw_os_error() {
+                    Some(libc::ENOSPC) | Some(libc::EDQUOT) => ffi::SQLITE_FULL,
+                    _ => ffi::SQLITE_IOERR_WRITE,
+                }
             }
         };
     }
