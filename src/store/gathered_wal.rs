@@ -169,10 +169,17 @@ unsafe fn real(
     (real, &*(*real).pMethods)
 }
 
-/// Writes of gathered frames so far, in this process (tests check the VFS is in use).
-static FLUSHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-/// Of those, the ones that went through the `O_DSYNC` handle as a commit's sync.
-static SYNCED_WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    /// Writes of gathered frames so far by connections used on this thread (tests check
+    /// the VFS is in use; other tests' connections on other threads do not count).
+    static FLUSHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Of those, the ones that went through the `O_DSYNC` handle as a commit's sync.
+    static SYNCED_WRITES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count(counter: &'static std::thread::LocalKey<std::cell::Cell<u64>>) {
+    counter.with(|c| c.set(c.get() + 1));
+}
 
 /// Writes what is gathered.
 unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
@@ -180,7 +187,7 @@ unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
     if wal.gathered.is_empty() {
         return ffi::SQLITE_OK;
     }
-    FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    count(&FLUSHES);
     let (real, methods) = real(file);
     let Some(write) = methods.xWrite else {
         return ffi::SQLITE_IOERR_WRITE;
@@ -278,16 +285,13 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_i
 unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     use std::os::unix::fs::FileExt;
     let wal = &mut *file.cast::<WalFile>();
-    if !wal.unsynced {
-        let Some(dsync) = &wal.dsync else {
-            return forward!(flush file, xSync, ffi::SQLITE_IOERR_FSYNC, flags);
-        };
+    if let (false, Some(dsync)) = (wal.unsynced, &wal.dsync) {
         if wal.gathered.is_empty() {
             // Everything written so far went out synced.
             return ffi::SQLITE_OK;
         }
-        FLUSHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        SYNCED_WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        count(&FLUSHES);
+        count(&SYNCED_WRITES);
         let written = dsync.write_all_at(&wal.gathered, wal.at as u64);
         wal.gathered.clear();
         return match written {
@@ -429,8 +433,6 @@ pub fn name() -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
-
     use rusqlite::{Connection, OpenFlags};
 
     use super::*;
@@ -451,8 +453,8 @@ mod tests {
                  CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL);",
             )
             .unwrap();
-        let before = FLUSHES.load(Ordering::Relaxed);
-        let synced_before = SYNCED_WRITES.load(Ordering::Relaxed);
+        let before = FLUSHES.get();
+        let synced_before = SYNCED_WRITES.get();
         for i in 0..50 {
             writer
                 .execute(
@@ -461,14 +463,11 @@ mod tests {
                 )
                 .unwrap();
         }
-        assert!(
-            FLUSHES.load(Ordering::Relaxed) >= before + 50,
-            "the WAL went around the VFS"
-        );
+        assert!(FLUSHES.get() >= before + 50, "the WAL went around the VFS");
         // After the first (which syncs the new file's directory too), each small commit is
         // one synchronous write.
         assert!(
-            SYNCED_WRITES.load(Ordering::Relaxed) >= synced_before + 49,
+            SYNCED_WRITES.get() >= synced_before + 49,
             "small commits did not go out as one synchronous write each"
         );
         // About 2 MB in one commit: many pieces of MAX_GATHERED.
