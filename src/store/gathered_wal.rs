@@ -59,7 +59,7 @@ struct WalFile {
 const HEAD: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
 
 struct Registered {
-    /// The wrapped VFS (`unix`), which lives as long as the process.
+    /// The wrapped VFS (`unix-excl`), which lives as long as the process.
     real: *mut ffi::sqlite3_vfs,
 }
 
@@ -78,7 +78,11 @@ pub fn register() -> Result<(), c_int> {
             if rc != ffi::SQLITE_OK {
                 return Err(rc);
             }
-            let real = ffi::sqlite3_vfs_find(std::ptr::null());
+            // The exclusive `unix` (see `connection::EXCLUSIVE_VFS`), as the readers use.
+            let mut real = ffi::sqlite3_vfs_find(super::connection::EXCLUSIVE_VFS.as_ptr());
+            if real.is_null() {
+                real = ffi::sqlite3_vfs_find(std::ptr::null());
+            }
             if real.is_null() {
                 return Err(ffi::SQLITE_ERROR);
             }
@@ -438,10 +442,10 @@ mod tests {
     use super::*;
 
     /// What the writer commits through this VFS, in small commits and in one larger than
-    /// a single write carries, is what a reader on the default VFS sees, before and after
-    /// the WAL is checkpointed and the file reopened.
+    /// a single write carries, is what a read connection (opened as the store opens them)
+    /// sees, before and after the WAL is checkpointed and the file reopened.
     #[test]
-    fn commits_read_back_through_the_default_vfs() {
+    fn commits_read_back_through_a_read_connection() {
         register().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("g.db");
@@ -489,7 +493,11 @@ mod tests {
         };
         let expected = count(&writer);
         assert_eq!(expected.0, 2_050);
-        let reader = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let reader = Connection::open_with_flags(
+            crate::store::connection::read_connection_target(&path),
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .unwrap();
         assert_eq!(count(&reader), expected);
         // Rewritten pages of an open transaction are read back by the writer itself.
         writer

@@ -38,6 +38,8 @@ pub enum OpenError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("the database {path} is open in another process (a sqlite3 shell, a backup tool?); batond keeps its database to itself while it runs: close that process and start batond again")]
+    InUse { path: PathBuf },
     #[error("the database {path} is damaged ({detail}); batond will not serve it: restore it from a backup")]
     Damaged { path: PathBuf, detail: String },
     #[error(transparent)]
@@ -138,7 +140,11 @@ impl Store {
     /// write connection, for the writer.
     pub fn open(path: &Path, now_ms: i64) -> Result<(Store, Box<dyn WriteStorage>), OpenError> {
         let open_error = |source: rusqlite::Error| {
-            if is_damage(&source) {
+            if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
+                OpenError::InUse {
+                    path: path.to_path_buf(),
+                }
+            } else if is_damage(&source) {
                 OpenError::Damaged {
                     path: path.to_path_buf(),
                     detail: source.to_string(),
@@ -170,12 +176,18 @@ impl Store {
         };
         let database_id = mark_open(&conn).map_err(open_error)?;
         leases::recover_outcomes(&conn).map_err(open_error)?;
+        if connection::exclusive_vfs().is_some() {
+            // The WAL index of an older batond, which used `unix`; nothing reads it now.
+            let _ = std::fs::remove_file(format!("{}-shm", path.display()));
+        }
         if let Err(err) = connection::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
-        let manager = SqliteConnectionManager::file(path)
+        // Read-write handles kept from writing by `query_only`: a read-only one would take
+        // real locks (`connection::EXCLUSIVE_VFS`).
+        let manager = SqliteConnectionManager::file(connection::read_connection_target(path))
             .with_flags(
-                OpenFlags::SQLITE_OPEN_READ_ONLY
+                OpenFlags::SQLITE_OPEN_READ_WRITE
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX
                     | OpenFlags::SQLITE_OPEN_URI,
             )

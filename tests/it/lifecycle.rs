@@ -1,5 +1,6 @@
 //! Start-up and shutdown: file modes, single instance, stale and foreign socket paths,
-//! SIGTERM, configuration layers, and a database newer than the binary.
+//! SIGTERM, configuration layers, a database newer than the binary, and a database that
+//! another process has open.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
@@ -228,4 +229,46 @@ fn a_database_newer_than_the_binary_is_refused() {
     let (status, stderr) = daemon.run_another(&[]);
     assert!(!status.success());
     assert!(stderr.contains("newer"), "{stderr}");
+}
+
+/// batond keeps its SQLite database to itself: another process cannot read it while the
+/// daemon runs (it is told so, and the daemon keeps serving), can once the daemon stopped,
+/// and a daemon does not start while another process is reading it.
+#[test]
+fn the_database_is_the_daemons_alone_while_it_runs() {
+    let mut daemon = Daemon::start_sqlite();
+    daemon.client().set("n", "k", json!("kept"));
+    let db = daemon.home().join("baton.db");
+    let outsider = rusqlite::Connection::open(&db).unwrap();
+    outsider.busy_timeout(std::time::Duration::ZERO).unwrap();
+    let read = |c: &rusqlite::Connection| {
+        c.query_row(
+            "SELECT value FROM records WHERE namespace = 'n' AND key = 'k'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+    };
+    let refused = read(&outsider).unwrap_err();
+    assert_eq!(
+        refused.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy),
+        "{refused}"
+    );
+    assert_eq!(daemon.client().get("n", "k")["value"], "kept");
+    assert!(daemon.sigterm().success());
+    assert_eq!(read(&outsider).unwrap(), "\"kept\"");
+
+    // The outsider now holds a read transaction: the daemon cannot have the database.
+    outsider.execute_batch("BEGIN").unwrap();
+    read(&outsider).unwrap();
+    let (status, stderr) = daemon.run_another(&[]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("open in another process") && stderr.contains("close that process"),
+        "{stderr}"
+    );
+    outsider.execute_batch("COMMIT").unwrap();
+    drop(outsider);
+    daemon.restart();
+    assert_eq!(daemon.client().get("n", "k")["value"], "kept");
 }
