@@ -123,6 +123,13 @@ impl Journal for Connection {
     }
 
     fn remove_before(&self, before_seq: u64) -> Result<u64> {
+        // The head is read from the last event (`meta::HEAD_REVISION`): keep it in `meta`
+        // before the events that may hold it go.
+        self.prepare_cached(&format!(
+            "UPDATE meta SET value = {} WHERE name = 'revision'",
+            super::meta::HEAD_REVISION
+        ))?
+        .execute([])?;
         let deleted = self
             .prepare_cached("DELETE FROM events WHERE seq < ?1")?
             .execute([before_seq])?;

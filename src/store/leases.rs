@@ -48,8 +48,12 @@ const OUTCOMES_AFTER_MARK: &str = "SELECT resource_key, json_extract(data, '$.ou
      ORDER BY seq";
 
 /// Marks `lock_outcomes` complete through the head revision.
-const MARK_STORED: &str = "UPDATE meta SET value = (SELECT value FROM meta WHERE name = 'revision')
-     WHERE name = 'lock_outcomes_through'";
+fn mark_stored() -> String {
+    format!(
+        "UPDATE meta SET value = {} WHERE name = 'lock_outcomes_through'",
+        super::meta::HEAD_REVISION
+    )
+}
 
 /// Stores the outcomes of the journal events after `lock_outcomes_through` (those a crash
 /// left held), in journal order.
@@ -58,8 +62,9 @@ pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
         "BEGIN IMMEDIATE;
          INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              {OUTCOMES_AFTER_MARK};
-         {MARK_STORED};
-         COMMIT;"
+         {};
+         COMMIT;",
+        mark_stored()
     ))
 }
 
@@ -183,7 +188,7 @@ impl HeldOutcomes {
                 key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
             ])?;
         }
-        conn.prepare_cached(MARK_STORED)?.execute([])?;
+        conn.prepare_cached(&mark_stored())?.execute([])?;
         Ok(())
     }
 }

@@ -217,10 +217,7 @@ impl Records for Connection {
 
     /// Every live record (of one namespace, or all), and the head revision of the snapshot.
     fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)> {
-        let revision: u64 =
-            self.query_row("SELECT value FROM meta WHERE name = 'revision'", [], |r| {
-                r.get(0)
-            })?;
+        let revision = super::boundary::Meta::head_revision(self)? as u64;
         let mut stmt = self.prepare_cached(
             "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
              WHERE deleted = 0 AND (?1 IS NULL OR namespace = ?1) ORDER BY namespace, key",
