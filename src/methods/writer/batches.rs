@@ -30,7 +30,35 @@ pub(super) struct WriterLoop {
     pub(super) last_purge_ms: i64,
     pub(super) deadline_tx: watch::Sender<Option<Duration>>,
     pub(super) head_tx: watch::Sender<u64>,
+    /// What the next batch waits for (see [`Gather`]).
+    pub(super) gather: Gather,
 }
+
+/// Requests the next batch waits a moment for: those of the clients the last batch
+/// answered, which usually send their next request within a round trip.
+///
+/// Without it, a few clients that each wait for their answer split into groups that take
+/// turns: one group's requests arrive while the other's batch syncs, so every batch holds
+/// only part of them and each pays a sync of its own (4 DAG workers ran 2 requests a
+/// commit). Requests already queued when the answers went out are another group's; the
+/// next batch waits for the answered group too, at most as long as the last commit took
+/// (and [`GATHER_LONGEST`]), so one sync serves both and the groups merge. A single client never waits (it is the
+/// only one to come), nor does a batch already holding all it expects.
+#[derive(Default)]
+pub(super) struct Gather {
+    /// Requests the next batch expects: those queued when the last answers went out, and
+    /// the ones answered.
+    expected: usize,
+    /// How long the last commit took, which bounds the wait.
+    last_commit: Duration,
+}
+
+/// Most requests a batch waits for: past this, batches are large enough that a sync is a
+/// small part of their time, and waiting would only leave the writer idle.
+const GATHER_AT_MOST: usize = 16;
+/// The longest a batch waits, whatever the last commit took (one that checkpointed the
+/// WAL may have taken milliseconds).
+const GATHER_LONGEST: Duration = Duration::from_micros(500);
 
 /// A request's answer, ready to send once the batch commits.
 type PendingReply = (Option<ReplyTx>, Result<Reply>);
@@ -72,6 +100,19 @@ impl Intake {
         }
     }
 
+    /// Adds to `batch` what comes within `budget`, until it holds `expected` requests.
+    fn gather(&mut self, batch: &mut Vec<Job>, expected: usize, budget: Duration) {
+        let start = std::time::Instant::now();
+        while self.shutdown.is_none() && batch.len() < expected {
+            match self.rx.try_recv() {
+                Ok(message) => self.accept(message, batch),
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+                Err(mpsc::error::TryRecvError::Empty) if start.elapsed() > budget => return,
+                Err(mpsc::error::TryRecvError::Empty) => std::thread::yield_now(),
+            }
+        }
+    }
+
     /// Adds to `batch` what is queued already, up to [`MAX_BATCH`].
     fn take_queued(&mut self, batch: &mut Vec<Job>) {
         while self.shutdown.is_none() && batch.len() < MAX_BATCH {
@@ -90,6 +131,11 @@ impl WriterLoop {
         while let Some(first) = intake.next() {
             intake.accept(first, &mut batch);
             intake.take_queued(&mut batch);
+            let expected = self.gather.expected.min(GATHER_AT_MOST);
+            if batch.len() < expected && !self.writes.shared() {
+                let budget = self.gather.last_commit.min(GATHER_LONGEST);
+                intake.gather(&mut batch, expected, budget);
+            }
             if !batch.is_empty() {
                 self.run_batch(&mut batch, &mut intake);
             }
@@ -247,6 +293,7 @@ impl WriterLoop {
         }
         // Figures first: a client that reads Metrics after its answer sees this batch.
         self.stats.record(&self.memory);
+        let answered = answers.iter().filter(|(r, _)| r.is_some()).count() + deferred.len();
         for (reply, result) in answers {
             if let Some(reply) = reply {
                 let _ = reply.send(result);
@@ -255,6 +302,9 @@ impl WriterLoop {
         for (reply, result) in deferred {
             let _ = reply.send(result);
         }
+        // Whoever was just answered is likely to send again soon; what is queued already
+        // came before the answers.
+        self.gather.expected = intake.rx.len() + answered;
         let next = self.next_deadline();
         self.deadline_tx.send_if_modified(|current| {
             let changed = *current != next;
@@ -434,7 +484,10 @@ impl WriterLoop {
         if self.memory.revision != start_revision {
             storage.set_head_revision(self.memory.revision)?;
         }
-        self.writes.commit()
+        let started = std::time::Instant::now();
+        let committed = self.writes.commit();
+        self.gather.last_commit = started.elapsed();
+        committed
     }
 }
 
@@ -464,4 +517,50 @@ fn upkeep(
     let mut no_reply = None;
     let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
     steps.iter().try_for_each(|step| step(&mut ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Message {
+        Message::Job(Job {
+            work: Work::Read(Box::new(|_| Err(Error::Internal("never run".into())))),
+            reply: None,
+        })
+    }
+
+    /// A batch waits for as many requests as it expects, for however long its budget
+    /// allows, and not at all when it holds them already.
+    #[test]
+    fn a_batch_waits_for_the_requests_it_expects_and_no_more() {
+        let (tx, rx) = mpsc::channel(16);
+        let mut intake = Intake { rx, shutdown: None };
+        let mut batch = Vec::new();
+        let long = Duration::from_secs(3600);
+        // Nothing expected: back at once, whatever the budget.
+        intake.gather(&mut batch, 0, long);
+        assert!(batch.is_empty());
+        // Two expected, one queued: it waits for the second, sent once the wait began.
+        tx.try_send(job()).ok().unwrap();
+        let late = tx.clone();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            late.blocking_send(job()).ok().unwrap();
+        });
+        intake.gather(&mut batch, 2, long);
+        assert_eq!(
+            batch.len(),
+            2,
+            "the batch did not wait for the late request"
+        );
+        sender.join().unwrap();
+        // A third never comes: the wait ends with its budget.
+        intake.gather(&mut batch, 3, Duration::ZERO);
+        assert_eq!(batch.len(), 2);
+        // Already holding what it expects: it takes nothing more, though more is queued.
+        tx.try_send(job()).ok().unwrap();
+        intake.gather(&mut batch, 2, long);
+        assert_eq!(batch.len(), 2);
+    }
 }

@@ -338,6 +338,7 @@ impl Writer {
                         last_purge_ms: 0,
                         deadline_tx,
                         head_tx,
+                        gather: Default::default(),
                     };
                     // Leases that lapsed while the daemon was down end before anything is
                     // served.
