@@ -293,6 +293,8 @@ impl WriterStats {
 #[derive(Clone)]
 pub struct Writer {
     jobs: mpsc::Sender<Message>,
+    /// Rung after each request is queued, for a writer waiting to gather a batch.
+    doorbell: Arc<batches::Doorbell>,
     pub stats: Arc<WriterStats>,
     next_deadline: watch::Receiver<Option<Duration>>,
     head: watch::Receiver<u64>,
@@ -308,6 +310,8 @@ impl Writer {
         clock: Arc<dyn Clock>,
     ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let doorbell = Arc::new(batches::Doorbell::default());
+        let rung = doorbell.clone();
         let stats = Arc::new(WriterStats::default());
         let (deadline_tx, next_deadline) = watch::channel(None);
         let (head_tx, head) = watch::channel(0);
@@ -339,6 +343,7 @@ impl Writer {
                         deadline_tx,
                         head_tx,
                         gather: Default::default(),
+                        doorbell: rung,
                     };
                     // Leases that lapsed while the daemon was down end before anything is
                     // served.
@@ -362,6 +367,7 @@ impl Writer {
         Ok((
             Writer {
                 jobs,
+                doorbell,
                 stats,
                 next_deadline,
                 head,
@@ -446,7 +452,10 @@ impl Writer {
 
     fn submit(&self, job: Job) -> Result<()> {
         match self.jobs.try_send(Message::Job(job)) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.doorbell.ring();
+                Ok(())
+            }
             Err(mpsc::error::TrySendError::Full(_)) => Err(Error::Overloaded),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(shutting_down()),
         }
