@@ -66,9 +66,10 @@ impl SqliteWrites {
         self.changes_at_outcome_check = changes;
         let past_mark: i64 = self
             .conn
-            .prepare_cached(&format!(
-                "SELECT {} - (SELECT value FROM meta WHERE name = 'lock_outcomes_through')",
-                super::meta::HEAD_REVISION
+            .prepare_cached(concat!(
+                "SELECT ",
+                super::meta::head_revision_sql!(),
+                " - (SELECT value FROM meta WHERE name = 'lock_outcomes_through')"
             ))?
             .query_row([], |r| r.get(0))?;
         if past_mark >= leases::OUTCOMES_REPLAY_SPAN {

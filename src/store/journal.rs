@@ -123,11 +123,12 @@ impl Journal for Connection {
     }
 
     fn remove_before(&self, before_seq: u64) -> Result<u64> {
-        // The head is read from the last event (`meta::HEAD_REVISION`): keep it in `meta`
-        // before the events that may hold it go.
-        self.prepare_cached(&format!(
-            "UPDATE meta SET value = {} WHERE name = 'revision'",
-            super::meta::HEAD_REVISION
+        // The head is read from the last event (`meta::head_revision_sql`): keep it in
+        // `meta` before the events that may hold it go.
+        self.prepare_cached(concat!(
+            "UPDATE meta SET value = ",
+            super::meta::head_revision_sql!(),
+            " WHERE name = 'revision'"
         ))?
         .execute([])?;
         let deleted = self

@@ -48,12 +48,11 @@ const OUTCOMES_AFTER_MARK: &str = "SELECT resource_key, json_extract(data, '$.ou
      ORDER BY seq";
 
 /// Marks `lock_outcomes` complete through the head revision.
-fn mark_stored() -> String {
-    format!(
-        "UPDATE meta SET value = {} WHERE name = 'lock_outcomes_through'",
-        super::meta::HEAD_REVISION
-    )
-}
+const MARK_STORED: &str = concat!(
+    "UPDATE meta SET value = ",
+    super::meta::head_revision_sql!(),
+    " WHERE name = 'lock_outcomes_through'"
+);
 
 /// Stores the outcomes of the journal events after `lock_outcomes_through` (those a crash
 /// left held), in journal order.
@@ -62,9 +61,8 @@ pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
         "BEGIN IMMEDIATE;
          INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              {OUTCOMES_AFTER_MARK};
-         {};
-         COMMIT;",
-        mark_stored()
+         {MARK_STORED};
+         COMMIT;"
     ))
 }
 
@@ -188,7 +186,7 @@ impl HeldOutcomes {
                 key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
             ])?;
         }
-        conn.prepare_cached(&mark_stored())?.execute([])?;
+        conn.prepare_cached(MARK_STORED)?.execute([])?;
         Ok(())
     }
 }

@@ -6,24 +6,29 @@ use crate::error::Result;
 
 use super::boundary::Meta;
 
-/// The head revision, as SQL: every revision comes with the journal event of the same seq,
-/// so the last event holds it, and `meta.revision` holds it only where the journal cannot:
-/// a revision that came without an event, and the head when CompactJournal removes the
-/// events up to it. Writing `meta` at every commit cost one more page in each commit's WAL
-/// write (one in six to ten of a DAG worker's commit).
-pub(super) const HEAD_REVISION: &str =
-    "max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0),
-         coalesce((SELECT max(seq) FROM events), 0))";
+/// The head revision, as an SQL expression (a macro, so that statements `concat!` it and
+/// stay literals): every revision comes with the journal event of the same seq, so the last
+/// event holds it, and `meta.revision` holds it only where the journal cannot: a revision
+/// that came without an event, and the head when CompactJournal removes the events up to
+/// it. Writing `meta` at every commit cost one more page in each commit's WAL write (one
+/// in six to ten of a DAG worker's commit).
+macro_rules! head_revision_sql {
+    () => {
+        "max(coalesce((SELECT value FROM meta WHERE name = 'revision'), 0),
+             coalesce((SELECT max(seq) FROM events), 0))"
+    };
+}
+pub(super) use head_revision_sql;
 
 impl Meta for Connection {
     fn head_revision(&self) -> Result<i64> {
         Ok(self
-            .prepare_cached(&format!("SELECT {HEAD_REVISION}"))?
+            .prepare_cached(concat!("SELECT ", head_revision_sql!()))?
             .query_row([], |r| r.get(0))?)
     }
 
     fn set_head_revision(&self, revision: i64) -> Result<()> {
-        // Only a head that no event holds is written (see HEAD_REVISION).
+        // Only a head that no event holds is written (see `head_revision_sql`).
         self.prepare_cached(
             "UPDATE meta SET value = ?1 WHERE name = 'revision'
                  AND ?1 > coalesce((SELECT max(seq) FROM events), 0)",

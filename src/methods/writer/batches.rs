@@ -39,7 +39,7 @@ pub(super) struct WriterLoop {
 /// Wakes the writer while it waits, parked, for the requests of a batch it gathers (a
 /// thread that polled instead would take the CPU the clients' requests need to arrive).
 #[derive(Default)]
-pub(crate) struct Doorbell {
+pub(super) struct Doorbell {
     /// The writer is waiting: whoever queues a request wakes it.
     waiting: AtomicBool,
     writer: std::sync::OnceLock<std::thread::Thread>,
@@ -64,8 +64,9 @@ impl Doorbell {
 /// only part of them and each pays a sync of its own (4 DAG workers ran 2 requests a
 /// commit). Requests already queued when the answers went out are another group's; the
 /// next batch waits for the answered group too, at most as long as the last commit took
-/// (and [`GATHER_LONGEST`]), so one sync serves both and the groups merge. A single client never waits (it is the
-/// only one to come), nor does a batch already holding all it expects.
+/// (and [`GATHER_LONGEST`]), so one sync serves both and the groups merge. A single client
+/// never waits (it is the only one to come), nor does a batch already holding all it
+/// expects.
 #[derive(Default)]
 pub(super) struct Gather {
     /// Requests the next batch expects: those queued when the last answers went out, and
