@@ -236,9 +236,10 @@ pub fn clear_namespace(
 ) -> Result<ClearNamespaceResult> {
     let by = p.updated_by.as_deref();
     let keys = ctx.records().live_versions(&p.namespace)?;
-    for (key, version) in &keys {
+    for (key, version, revision) in &keys {
         let previous = StoredVersion {
             version: *version,
+            revision: *revision,
             deleted: false,
             value: None,
             updated_by: None,
@@ -363,6 +364,7 @@ fn write_version(
         updated_by,
         at_ms: ctx.now_ms,
         session_id: origin.session_id,
+        previous_revision: previous.map(|p| p.revision),
     })?;
     let data = match (value, origin.reason) {
         (Some(v), _) => format!("{{\"version\":{version},\"value\":{v}}}"),

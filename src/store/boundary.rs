@@ -37,6 +37,8 @@ pub struct NewEvent<'a> {
 #[derive(Debug, Clone)]
 pub struct StoredVersion {
     pub version: u64,
+    /// The revision that wrote this row.
+    pub revision: u64,
     pub deleted: bool,
     /// JSON text (None on a tombstone).
     pub value: Option<String>,
@@ -57,6 +59,9 @@ pub struct NewVersion<'a> {
     pub at_ms: i64,
     /// The session the key lives with (deleted when it ends); None unbinds it.
     pub session_id: Option<&'a str>,
+    /// The revision of the key's stored row, read earlier in this batch; None when the key
+    /// has no row yet.
+    pub previous_revision: Option<u64>,
 }
 
 /// Versioned records: the current row of each key and every version it had.
@@ -67,8 +72,8 @@ pub trait Records {
     fn live(&self, namespace: &str, key: &str) -> Result<Option<RecordState>>;
     /// Makes `version` the key's current row and appends it to its history.
     fn store_version(&self, version: &NewVersion<'_>) -> Result<()>;
-    /// Every live key of a namespace with its version, in key order.
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64)>>;
+    /// Every live key of a namespace with its version and revision, in key order.
+    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>>;
     /// Live records of a namespace in key order, after `after`, starting with `prefix`, at
     /// most `limit`; and whether more may follow.
     fn list(

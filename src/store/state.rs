@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 
 use super::boundary::{NewVersion, Records, StoredVersion};
@@ -52,11 +52,13 @@ impl Records for Connection {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
         Ok(self
             .prepare_cached(
-                "SELECT version, deleted, value, updated_by, updated_at FROM records WHERE namespace = ?1 AND key = ?2",
+                "SELECT version, deleted, value, updated_by, updated_at, revision FROM records
+                 WHERE namespace = ?1 AND key = ?2",
             )?
             .query_row(params![namespace, key], |r| {
                 Ok(StoredVersion {
                     version: r.get(0)?,
+                    revision: r.get(5)?,
                     deleted: r.get(1)?,
                     value: r.get(2)?,
                     updated_by: r.get(3)?,
@@ -79,30 +81,40 @@ impl Records for Connection {
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
         let deleted = v.value.is_none();
-        // Before the current row moves on: it holds the previous version's revision.
         self.prepare_cached(
             "INSERT INTO history_log (revision, namespace, key, version, value, updated_by, updated_at,
                                       deleted, prev)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                     (SELECT revision FROM records WHERE namespace = ?2 AND key = ?3))",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
-        .execute(params![v.revision, v.namespace, v.key, v.version, v.value, v.updated_by, v.at_ms, deleted])?;
+        .execute(params![
+            v.revision,
+            v.namespace,
+            v.key,
+            v.version,
+            v.value,
+            v.updated_by,
+            v.at_ms,
+            deleted,
+            v.previous_revision
+        ])?;
         if v.version.is_multiple_of(HISTORY_MARK_EVERY) {
             self.prepare_cached(
                 "INSERT INTO history_marks (namespace, key, version, revision) VALUES (?1, ?2, ?3, ?4)",
             )?
             .execute(params![v.namespace, v.key, v.version, v.revision])?;
         }
-        self.prepare_cached(
-            "INSERT INTO records (namespace, key, value, version, revision, updated_by, updated_at, deleted,
-                                  session_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, version = excluded.version,
-               revision = excluded.revision, updated_by = excluded.updated_by,
-               updated_at = excluded.updated_at, deleted = excluded.deleted,
-               session_id = excluded.session_id",
-        )?
-        .execute(params![
+        // The batch read the key's row already: an update or an insert, not an upsert
+        // that looks the key up twice.
+        let current = if v.previous_revision.is_some() {
+            "UPDATE records SET value = ?3, version = ?4, revision = ?5, updated_by = ?6,
+                                updated_at = ?7, deleted = ?8, session_id = ?9
+             WHERE namespace = ?1 AND key = ?2"
+        } else {
+            "INSERT INTO records (namespace, key, value, version, revision, updated_by, updated_at,
+                                  deleted, session_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        };
+        let changed = self.prepare_cached(current)?.execute(params![
             v.namespace,
             v.key,
             v.value,
@@ -113,14 +125,21 @@ impl Records for Connection {
             deleted,
             v.session_id
         ])?;
+        if changed != 1 {
+            return Err(Error::Internal(format!(
+                "the stored row of `{}` in `{}` changed within its batch",
+                v.key, v.namespace
+            )));
+        }
         Ok(())
     }
 
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64)>> {
+    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>> {
         let mut stmt = self.prepare_cached(
-            "SELECT key, version FROM records WHERE namespace = ?1 AND deleted = 0 ORDER BY key",
+            "SELECT key, version, revision FROM records WHERE namespace = ?1 AND deleted = 0
+             ORDER BY key",
         )?;
-        let rows = stmt.query_map([namespace], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map([namespace], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 

@@ -457,6 +457,16 @@ fn clear_namespace_deletes_every_live_key_and_export_snapshots() {
     let export = c.result("Export", json!({}));
     assert_eq!(export["records"].as_array().unwrap().len(), 1);
     assert_eq!(export["revision"], 7, "one revision per cleared key");
+
+    // A cleared key written again continues its versions, and its history still walks
+    // back through the tombstone the clear wrote to the first version.
+    assert_eq!(c.set("scratch", "b", json!("again"))["version"], 3);
+    let history =
+        c.result("History", json!({"namespace": "scratch", "key": "b"}))["history"].clone();
+    assert_eq!(u64s(&history, "version"), [3, 2, 1]);
+    assert_eq!(history[0]["value"], "again");
+    assert_eq!(history[1]["deleted"], true);
+    assert_eq!(history[2]["value"], "b");
 }
 
 #[test]

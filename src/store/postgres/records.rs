@@ -31,12 +31,13 @@ fn record_state(row: &Row, first: usize) -> Result<RecordState> {
 impl Records for PgConn {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
         let row = self.query_opt(
-            "SELECT version, deleted, value, updated_by, updated_at FROM records
+            "SELECT version, deleted, value, updated_by, updated_at, revision FROM records
              WHERE namespace = $1 AND key = $2",
             &[&namespace, &key],
         )?;
         Ok(row.map(|r| StoredVersion {
             version: u(r.get(0)),
+            revision: u(r.get(5)),
             deleted: r.get(1),
             value: r.get(2),
             updated_by: r.get(3),
@@ -78,12 +79,16 @@ impl Records for PgConn {
         Ok(())
     }
 
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64)>> {
+    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>> {
         let rows = self.query(
-            "SELECT key, version FROM records WHERE namespace = $1 AND NOT deleted ORDER BY key",
+            "SELECT key, version, revision FROM records WHERE namespace = $1 AND NOT deleted
+             ORDER BY key",
             &[&namespace],
         )?;
-        Ok(rows.iter().map(|r| (r.get(0), u(r.get(1)))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), u(r.get(1)), u(r.get(2))))
+            .collect())
     }
 
     fn list(
