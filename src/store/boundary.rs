@@ -303,6 +303,8 @@ pub struct NodeRow {
     pub lease_owner: Option<String>,
     pub attempts: u32,
     pub max_attempts: u32,
+    /// The JSON Schema (text) its result must match, if it has one.
+    pub result_schema: Option<String>,
 }
 
 /// A node lease to grant.
@@ -385,8 +387,6 @@ pub trait Nodes {
     ) -> Result<StartedNode>;
     /// A COMPLETED node's result (JSON text).
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
-    /// The JSON Schema (text) a node's result must match, if it has one.
-    fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()>;
     /// Ends the node's lease and gives it a new state.
     fn change_node(&self, task_id: &str, node_id: &str, change: &NodeChange<'_>) -> Result<()>;

@@ -217,7 +217,8 @@ impl Nodes for Connection {
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
         Ok(self
             .prepare_cached(
-                "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id
+                "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id,
+                        result_schema
                  FROM nodes WHERE task_id = ?1 AND node_id = ?2",
             )?
             .query_row(params![task_id, node_id], |r| {
@@ -228,6 +229,7 @@ impl Nodes for Connection {
                     attempts: r.get(3)?,
                     max_attempts: r.get(4)?,
                     lease_token_id: r.get(5)?,
+                    result_schema: r.get(6)?,
                 })
             })
             .optional()?)
@@ -285,14 +287,6 @@ impl Nodes for Connection {
         Ok(self
             .prepare_cached("SELECT result FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
             .query_row(params![task_id, node_id], |r| r.get(0))?)
-    }
-
-    fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .prepare_cached("SELECT result_schema FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
-            .query_row(params![task_id, node_id], |r| r.get(0))
-            .optional()?
-            .flatten())
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {

@@ -357,11 +357,11 @@ fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) ->
 
 /// A result that does not match its node's result_schema is refused (400, naming where),
 /// before anything is written: the node stays RUNNING under the same lease.
-fn check_result(ctx: &WriteCtx<'_>, task_id: &str, node_id: &str, result: &str) -> Result<()> {
-    let Some(schema) = ctx.nodes().result_schema(task_id, node_id)? else {
+fn check_result(node: &NodeRow, result: &str) -> Result<()> {
+    let Some(schema) = &node.result_schema else {
         return Ok(());
     };
-    let schema: serde_json::Value = serde_json::from_str(&schema)?;
+    let schema: serde_json::Value = serde_json::from_str(schema)?;
     let result: serde_json::Value = serde_json::from_str(result)?;
     let validator = jsonschema::validator_for(&schema)
         .map_err(|e| Error::Internal(format!("a stored result_schema does not compile: {e}")))?;
@@ -390,7 +390,7 @@ pub fn complete(
 ) -> Result<EventSeqResult> {
     let node = own_node(ctx, task_id, node_id, presented)?;
     let result = result.unwrap_or("null");
-    check_result(ctx, task_id, node_id, result)?;
+    check_result(&node, result)?;
     ctx.nodes().change_node(
         task_id,
         node_id,

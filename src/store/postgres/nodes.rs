@@ -237,7 +237,8 @@ impl Nodes for PgConn {
 
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
         self.query_opt(
-            "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id
+            "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id,
+                    result_schema
              FROM nodes WHERE task_id = $1 AND node_id = $2",
             &[&task_id, &node_id],
         )?
@@ -249,6 +250,7 @@ impl Nodes for PgConn {
                 attempts: count(r.get(3)),
                 max_attempts: count(r.get(4)),
                 lease_token_id: r.get(5),
+                result_schema: r.get(6),
             })
         })
         .transpose()
@@ -296,15 +298,6 @@ impl Nodes for PgConn {
                 &[&task_id, &node_id],
             )?
             .get(0))
-    }
-
-    fn result_schema(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .query_opt(
-                "SELECT result_schema FROM nodes WHERE task_id = $1 AND node_id = $2",
-                &[&task_id, &node_id],
-            )?
-            .and_then(|r| r.get(0)))
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {
