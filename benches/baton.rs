@@ -32,6 +32,10 @@ mod tls;
 #[path = "parts/postgres.rs"]
 mod postgres;
 
+/// Instructions per operation on one daemon under callgrind.
+#[path = "parts/instructions.rs"]
+mod instructions;
+
 struct Row {
     name: &'static str,
     figure: String,
@@ -41,7 +45,7 @@ struct Row {
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
 /// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls,
-/// postgres; `dag` is the DAG runs of `tasks` alone).
+/// postgres, instructions; `dag` is the DAG runs of `tasks` alone).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -874,6 +878,9 @@ async fn run() -> (Vec<Row>, u64) {
     }
     if only("postgres") {
         postgres::compare(&mut rows, &mut errors, cas_per_conn).await;
+    }
+    if only("instructions") {
+        instructions::count(dir.path(), &mut rows, &mut errors).await;
     }
 
     let (mut lines, mut w) = connect(&socket).await;
