@@ -74,7 +74,22 @@ fn start_daemon(dir: &Path) -> Child {
 
 /// Starts batond with `args`; returns it and the log lines up to "listening on".
 fn start_daemon_with(dir: &Path, args: &[String]) -> (Child, Vec<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_batond"))
+    start_daemon_under(&[], dir, args)
+}
+
+/// Starts batond with `args` under `wrapper` (a program and its arguments, such as
+/// valgrind's; none runs batond itself); returns it and the log lines up to "listening on".
+fn start_daemon_under(wrapper: &[String], dir: &Path, args: &[String]) -> (Child, Vec<String>) {
+    let batond = env!("CARGO_BIN_EXE_batond");
+    let mut command = match wrapper.split_first() {
+        Some((program, wrapper_args)) => {
+            let mut command = Command::new(program);
+            command.args(wrapper_args).arg(batond);
+            command
+        }
+        None => Command::new(batond),
+    };
+    let mut child = command
         .arg("--home")
         .arg(dir.join("home"))
         .args(args)

@@ -6,13 +6,12 @@
 //! times slower, so batches are not those of a native run; the rows say how many writes a
 //! commit held. Skipped, with a row that says so, where valgrind is not installed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use super::locks::lock_cycles;
 use super::tasks::{run_nodes, Worker};
-use super::{call, concurrent_cas_sets, connect, windowed_sets, Row};
+use super::{call, concurrent_cas_sets, connect, start_daemon_under, windowed_sets, Row};
 
 const NAME: &str = "instructions per operation (callgrind)";
 
@@ -66,6 +65,61 @@ async fn commits(socket: &Path) -> (u64, u64) {
     )
 }
 
+/// A load the group counts.
+#[derive(Clone, Copy)]
+enum Load {
+    CasSets,
+    WindowSets,
+    LockCycles,
+    Nodes,
+}
+
+impl Load {
+    const ALL: [Load; 4] = [
+        Load::CasSets,
+        Load::WindowSets,
+        Load::LockCycles,
+        Load::Nodes,
+    ];
+
+    /// The row's name and what one operation is.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Load::CasSets => ("instructions per durable CAS Set, 64 connections", "Set"),
+            Load::WindowSets => ("instructions per durable Set, window 64", "Set"),
+            Load::LockCycles => ("instructions per lock cycle, 16 connections", "cycle"),
+            Load::Nodes => ("instructions per node, 4 plain workers", "node"),
+        }
+    }
+
+    /// Runs about `ops` operations (quick: a quarter); the operations run and the errors.
+    async fn run(self, socket: &Path, quick: bool) -> (usize, u64) {
+        let scale = if quick { 4 } else { 1 };
+        let sockets = &[socket.to_path_buf()];
+        match self {
+            Load::CasSets => {
+                let per_conn = 2_048 / scale / 64;
+                (
+                    64 * per_conn,
+                    concurrent_cas_sets(sockets, 64, per_conn).await.1,
+                )
+            }
+            Load::WindowSets => {
+                let ops = 4_000 / scale;
+                (ops, windowed_sets(socket, 64, ops).await.1)
+            }
+            Load::LockCycles => {
+                let per_conn = 800 / scale / 16;
+                (16 * per_conn, lock_cycles(sockets, 16, per_conn).await.1)
+            }
+            Load::Nodes => {
+                let ops = 400 / scale;
+                (ops, run_nodes(socket, ops, 4, false, Worker::Plain).await.1)
+            }
+        }
+    }
+}
+
 pub async fn count(dir: &Path, rows: &mut Vec<Row>, errors: &mut u64) {
     let installed = |tool: &str| {
         Command::new(tool)
@@ -84,81 +138,31 @@ pub async fn count(dir: &Path, rows: &mut Vec<Row>, errors: &mut u64) {
         });
         return;
     }
-    let home = dir.join("callgrind-home");
+    // A directory of its own: the main daemon runs beside it.
+    let dir = dir.join("callgrind");
+    std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("callgrind.out");
-    let mut daemon = Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
-            "--separate-threads=yes",
-            "--instr-atstart=no",
-        ])
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(env!("CARGO_BIN_EXE_batond"))
-        .arg("--home")
-        .arg(&home)
-        .env("BATON_ENV_FILE", dir.join("none.env"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start batond under valgrind");
-    let pid = daemon.id();
-    let socket: PathBuf = home.join("baton.sock");
-    let start = Instant::now();
-    while tokio::net::UnixStream::connect(&socket).await.is_err() {
-        if start.elapsed() > Duration::from_secs(120) || daemon.try_wait().ok().flatten().is_some()
-        {
-            eprintln!("instructions bench: batond under valgrind did not start listening");
-            *errors += 1;
-            let _ = daemon.kill();
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
-    let quick = super::quick();
-    let scale = if quick { 4 } else { 1 };
-    let mut dump = 0;
-    // (row, what one operation is, operations)
-    let loads: [(&'static str, &str, usize); 4] = [
-        (
-            "instructions per durable CAS Set, 64 connections",
-            "Set",
-            2_048 / scale,
-        ),
-        (
-            "instructions per durable Set, window 64",
-            "Set",
-            4_000 / scale,
-        ),
-        (
-            "instructions per lock cycle, 16 connections",
-            "cycle",
-            800 / scale,
-        ),
-        (
-            "instructions per node, 4 plain workers",
-            "node",
-            400 / scale,
-        ),
+    let valgrind = [
+        "valgrind".to_string(),
+        "--tool=callgrind".into(),
+        "--separate-threads=yes".into(),
+        "--instr-atstart=no".into(),
+        format!("--callgrind-out-file={}", out.display()),
     ];
-    for (name, unit, ops) in loads {
+    let (mut daemon, _) = start_daemon_under(&valgrind, &dir, &[]);
+    let pid = daemon.id();
+    let socket = dir.join("home/baton.sock");
+
+    let mut dump = 0;
+    for load in Load::ALL {
+        let (name, unit) = load.names();
         let before = commits(&socket).await;
         if !control(pid, &["-i", "on"]) || !control(pid, &["-z"]) {
             eprintln!("instructions bench: callgrind_control cannot reach batond");
             *errors += 1;
             break;
         }
-        let sockets = std::slice::from_ref(&socket);
-        let (ops, (_, e)) = match unit {
-            "cycle" => (ops / 16 * 16, lock_cycles(sockets, 16, ops / 16).await),
-            "node" => (ops, run_nodes(&socket, ops, 4, false, Worker::Plain).await),
-            _ if name.contains("window") => (ops, windowed_sets(&socket, 64, ops).await),
-            _ => (
-                ops / 64 * 64,
-                concurrent_cas_sets(sockets, 64, ops / 64).await,
-            ),
-        };
+        let (ops, e) = load.run(&socket, super::quick()).await;
         *errors += e;
         dump += 1;
         let dumped_ok = control(pid, &["-d"]);
