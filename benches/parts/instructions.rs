@@ -151,6 +151,9 @@ pub async fn count(dir: &Path, rows: &mut Vec<Row>, errors: &mut u64) {
     ];
     let (mut daemon, _) = start_daemon_under(&valgrind, &dir, &[]);
     let pid = daemon.id();
+    // `BATON_BENCH_CALLGRIND_KEEP=<dir>`: the dumps are copied there at the end, for
+    // `callgrind_annotate` (dump 1 is the first load of `Load::ALL`, and so on).
+    let keep = std::env::var_os("BATON_BENCH_CALLGRIND_KEEP").map(std::path::PathBuf::from);
     let socket = dir.join("home/baton.sock");
 
     let mut dump = 0;
@@ -194,4 +197,20 @@ pub async fn count(dir: &Path, rows: &mut Vec<Row>, errors: &mut u64) {
     }
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let _ = daemon.wait();
+    if let Some(keep) = keep {
+        std::fs::create_dir_all(&keep).unwrap();
+        for entry in std::fs::read_dir(&dir).unwrap().map_while(Result::ok) {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("callgrind.out")
+            {
+                std::fs::copy(entry.path(), keep.join(entry.file_name())).unwrap();
+            }
+        }
+        eprintln!(
+            "instructions bench: callgrind dumps copied to {}",
+            keep.display()
+        );
+    }
 }
