@@ -319,7 +319,7 @@ pub struct NodeLeaseGrant<'a> {
     pub at_ms: i64,
 }
 
-/// A node just handed out: what its worker is told.
+/// A node just handed out: what its worker is told, with its task's goal and context.
 pub struct StartedNode {
     pub name: Option<String>,
     /// JSON text.
@@ -327,6 +327,9 @@ pub struct StartedNode {
     pub dependencies: Vec<String>,
     pub attempts: u32,
     pub max_attempts: u32,
+    pub goal: String,
+    /// JSON text.
+    pub task_context: Option<String>,
 }
 
 /// A node's new state, outside RUNNING.
@@ -359,8 +362,6 @@ pub trait Nodes {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()>;
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>>;
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()>;
-    /// The task's goal and context (JSON text).
-    fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)>;
     /// The runnable node to hand out next, of one task or any, among nodes whose label
     /// key is one of `label_keys`: the highest priority, then the longest runnable, then
     /// the one needing the most labels.
@@ -393,8 +394,8 @@ pub trait Nodes {
     /// One dependency of each dependent of the node is done: those with none left are
     /// runnable since `seq`.
     fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()>;
-    /// One more node of the task has finished: the unfinished count left.
-    fn count_finished(&self, task_id: &str) -> Result<u64>;
+    /// One more node of the task has finished: true when it was the last unfinished one.
+    fn finish_one(&self, task_id: &str) -> Result<bool>;
     /// The task's RUNNING nodes.
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>>;
     /// Every PENDING or RUNNING node of the task becomes CANCELLED; how many.

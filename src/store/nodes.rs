@@ -11,7 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::tasks::{
     ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
 };
@@ -117,12 +117,6 @@ impl Nodes for Connection {
         self.prepare_cached("UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1")?
             .execute(params![task_id, status.as_str(), at_ms])?;
         Ok(())
-    }
-
-    fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)> {
-        Ok(self
-            .prepare_cached("SELECT goal, context FROM tasks WHERE task_id = ?1")?
-            .query_row([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
     fn runnable(
@@ -241,12 +235,14 @@ impl Nodes for Connection {
         node_id: &str,
         lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
-        let (name, payload, dependencies, attempts, max_attempts): (
+        let (name, payload, dependencies, attempts, max_attempts, goal, task_context): (
             Option<String>,
             Option<String>,
             String,
             u32,
             u32,
+            String,
+            Option<String>,
         ) = {
             // A write and a point read: SQLite gathers RETURNING's output in a temporary
             // table of its own, which cost more than both.
@@ -266,12 +262,23 @@ impl Nodes for Connection {
                 lease.token_id,
                 lease.session_id
             ])?;
+            // The task's goal and context in the same read (a worker is told them).
             self.prepare_cached(
-                "SELECT name, payload, dependencies, attempts, max_attempts FROM nodes
-                 WHERE task_id = ?1 AND node_id = ?2",
+                "SELECT n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
+                        t.goal, t.context
+                 FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+                 WHERE n.task_id = ?1 AND n.node_id = ?2",
             )?
             .query_row(params![task_id, node_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
             })?
         };
         Ok(StartedNode {
@@ -280,6 +287,8 @@ impl Nodes for Connection {
             dependencies: serde_json::from_str(&dependencies)?,
             attempts,
             max_attempts,
+            goal,
+            task_context,
         })
     }
 
@@ -338,15 +347,29 @@ impl Nodes for Connection {
         Ok(())
     }
 
-    fn count_finished(&self, task_id: &str) -> Result<u64> {
-        // Without RETURNING, as in `start_node`.
-        self.prepare_cached(
-            "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = ?1",
-        )?
-        .execute([task_id])?;
-        Ok(self
-            .prepare_cached("SELECT unfinished_nodes FROM tasks WHERE task_id = ?1")?
-            .query_row([task_id], |r| r.get(0))?)
+    fn finish_one(&self, task_id: &str) -> Result<bool> {
+        // Without RETURNING, as in `start_node`: one statement while others remain, a
+        // second for the last.
+        let others_remain = self
+            .prepare_cached(
+                "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1
+                 WHERE task_id = ?1 AND unfinished_nodes > 1",
+            )?
+            .execute([task_id])?;
+        if others_remain == 1 {
+            return Ok(false);
+        }
+        let last = self
+            .prepare_cached(
+                "UPDATE tasks SET unfinished_nodes = 0 WHERE task_id = ?1 AND unfinished_nodes = 1",
+            )?
+            .execute([task_id])?;
+        if last == 1 {
+            return Ok(true);
+        }
+        Err(Error::Internal(format!(
+            "task {task_id} has no unfinished node left to finish"
+        )))
     }
 
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {

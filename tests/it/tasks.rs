@@ -393,6 +393,37 @@ fn a_worker_waiting_on_a_task_that_can_offer_nothing_more_gets_null_at_once() {
 }
 
 #[test]
+fn acquiring_from_an_unknown_task_is_refused_with_or_without_waiters() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let refused = |c: &mut Client, wait_ms: u64| {
+        let err = c.error(
+            "AcquireNextNode",
+            json!({"task_id": "nope", "lease_owner": "w9", "wait_ms": wait_ms}),
+        );
+        assert_error(&err, 404, "not_found");
+        assert!(err["message"].as_str().unwrap().contains("`nope`"), "{err}");
+    };
+    let next_seq = |c: &mut Client| {
+        c.result("ReadEvents", json!({"since_seq": 0, "limit": 1000}))["next_seq"].clone()
+    };
+    // No worker waits: the task is looked up only after nothing runnable was found.
+    let before = next_seq(&mut c);
+    refused(&mut c, 0);
+    refused(&mut c, 600_000);
+    assert_eq!(next_seq(&mut c), before, "a refusal wrote to the journal");
+    // A worker waits on another task: the unknown task is refused before waiters are
+    // served, and the waiter keeps waiting for its own node.
+    let (mut c2, mut waiter, _task_id, a) = b_waits_on_a_running(&daemon);
+    let before = next_seq(&mut c);
+    refused(&mut c, 0);
+    assert_eq!(next_seq(&mut c), before, "a refusal wrote to the journal");
+    assert_eq!(c.result("Metrics", json!({}))["node_waiters"], 1);
+    complete(&mut c2, &a, json!("A"));
+    assert_eq!(waiter.read_line()["result"]["node_id"], "b");
+}
+
+#[test]
 fn cancel_task_cancels_unfinished_nodes_and_their_leases() {
     let daemon = Daemon::start();
     let mut c = daemon.client();

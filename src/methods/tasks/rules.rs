@@ -156,9 +156,12 @@ fn grant(
         },
     )?;
     // The lease id is the worker's secret: the event says who holds the node, never the id.
-    let data =
-        serde_json::json!({"attempt": node.attempts, "lease_expires_at": format_ms(expires_at)})
-            .to_string();
+    // (A timestamp needs no escaping.)
+    let data = format!(
+        "{{\"attempt\":{},\"lease_expires_at\":\"{}\"}}",
+        node.attempts,
+        format_ms(expires_at)
+    );
     event(
         ctx,
         "node.acquired",
@@ -172,7 +175,6 @@ fn grant(
         lease_id.clone(),
         ctx.mono_now + Duration::from_millis(request.ttl_ms),
     );
-    let (goal, task_context) = ctx.nodes().task_goal(task_id)?;
     let mut dependency_results = BTreeMap::new();
     for dep in node.dependencies {
         let result = ctx.nodes().node_result(task_id, &dep)?;
@@ -192,8 +194,8 @@ fn grant(
         max_attempts: node.max_attempts,
         payload: raw(node.payload)?,
         context: NodeContext {
-            goal,
-            task_context: raw(task_context)?,
+            goal: node.goal,
+            task_context: raw(node.task_context)?,
             dependency_results,
             recent_events: ctx
                 .tasks
@@ -215,19 +217,26 @@ pub fn acquire_next(
             request.owner = session.name;
         }
     }
-    if let Some(task_id) = &request.task_id {
-        if ctx.nodes().task_status(task_id)?.is_none() {
-            return Err(no_task(task_id));
-        }
-    }
+    // An unknown task is refused before anything is written. Serving waiters writes, so
+    // the task is looked up first when there are any; otherwise a runnable node of the
+    // task shows that it exists, and only a worker not served at once needs the look.
+    let known_task = |ctx: &WriteCtx<'_>| match &request.task_id {
+        Some(task_id) if ctx.nodes().task_status(task_id)?.is_none() => Err(no_task(task_id)),
+        _ => Ok(()),
+    };
     // Workers already waiting go first.
-    if ctx.tasks.waiting() > 0 {
+    let waiters = ctx.tasks.waiting() > 0;
+    if waiters {
+        known_task(ctx)?;
         serve_waiters(ctx)?;
     }
     // Whatever is still runnable now, no earlier waiter can take.
     let filter = request.task_id.as_deref();
     if let Some((task_id, node_id)) = ctx.nodes().runnable(filter, &request.label_keys)? {
         return grant(ctx, &task_id, &node_id, &request).map(|n| Served::Now(Some(n)));
+    }
+    if !waiters {
+        known_task(ctx)?;
     }
     if wait_ms == 0 {
         return Ok(Served::Now(None));
@@ -415,8 +424,8 @@ pub fn complete(
     )?;
     // Dependents with no other unfinished dependency become runnable now.
     ctx.nodes().release_dependents(task_id, node_id, seq)?;
-    let unfinished = ctx.nodes().count_finished(task_id)?;
-    if unfinished == 0 && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
+    let last = ctx.nodes().finish_one(task_id)?;
+    if last && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
         set_task_status(ctx, task_id, TaskStatus::Completed)?;
     }
     serve_waiters(ctx)?;

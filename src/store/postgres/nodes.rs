@@ -152,14 +152,6 @@ impl Nodes for PgConn {
         Ok(())
     }
 
-    fn task_goal(&self, task_id: &str) -> Result<(String, Option<String>)> {
-        let r = self.query_one(
-            "SELECT goal, context FROM tasks WHERE task_id = $1",
-            &[&task_id],
-        )?;
-        Ok((r.get(0), r.get(1)))
-    }
-
     fn runnable(
         &self,
         task_id: Option<&str>,
@@ -263,11 +255,14 @@ impl Nodes for PgConn {
         lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
         let rows = self.touch(super::TASKS).query_write(
-            "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = $3,
+            // The task's goal and context in the same round trip (a worker is told them).
+            "UPDATE nodes n SET state = 'RUNNING', attempts = n.attempts + 1, lease_id = $3,
                     lease_owner = $4, lease_expires_at = $5, updated_at = $6,
                     lease_token_id = $7, lease_session_id = $8
-             WHERE task_id = $1 AND node_id = $2
-             RETURNING name, payload, dependencies, attempts, max_attempts",
+             FROM tasks t
+             WHERE n.task_id = $1 AND n.node_id = $2 AND t.task_id = n.task_id
+             RETURNING n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
+                       t.goal, t.context",
             &[
                 &task_id,
                 &node_id,
@@ -288,6 +283,8 @@ impl Nodes for PgConn {
             dependencies: serde_json::from_str(r.get(2))?,
             attempts: count(r.get(3)),
             max_attempts: count(r.get(4)),
+            goal: r.get(5),
+            task_context: r.get(6),
         })
     }
 
@@ -340,7 +337,7 @@ impl Nodes for PgConn {
         Ok(())
     }
 
-    fn count_finished(&self, task_id: &str) -> Result<u64> {
+    fn finish_one(&self, task_id: &str) -> Result<bool> {
         let rows = self.touch(super::TASKS).query_write(
             "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1 WHERE task_id = $1
              RETURNING unfinished_nodes",
@@ -349,7 +346,13 @@ impl Nodes for PgConn {
         let r = rows
             .first()
             .ok_or_else(|| Error::Internal(format!("task {task_id} vanished")))?;
-        Ok(u(r.get(0)))
+        let left: i64 = r.get(0);
+        if left < 0 {
+            return Err(Error::Internal(format!(
+                "task {task_id} has no unfinished node left to finish"
+            )));
+        }
+        Ok(left == 0)
     }
 
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {
