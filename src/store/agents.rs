@@ -2,11 +2,12 @@
 //! inboxes (`messages`, `inbox`, `inbox_cursors`): SQLite's side of [`Agents`]. Who may
 //! register, when a session ends and who is told are rules in `methods::agents`.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::Result;
 
 use super::boundary::{Agents, MessageRow, SessionRow};
+use super::sql::Sql;
 
 const SESSION_COLUMNS: &str = "name, session_id, role, metadata, started_at, last_seen, expires_at, token_id, holder_connection";
 
@@ -38,9 +39,10 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<MessageRow> {
     })
 }
 
-impl Agents for Connection {
+impl<C: Sql> Agents for C {
     fn session(&self, name: &str) -> Result<Option<SessionRow>> {
         Ok(self
+            .conn()
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions WHERE name = ?1"
             ))?
@@ -50,6 +52,7 @@ impl Agents for Connection {
 
     fn session_by_id(&self, session_id: &str) -> Result<Option<SessionRow>> {
         Ok(self
+            .conn()
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?1"
             ))?
@@ -59,6 +62,7 @@ impl Agents for Connection {
 
     fn sessions(&self) -> Result<Vec<SessionRow>> {
         Ok(self
+            .conn()
             .prepare_cached(&format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY name"
             ))?
@@ -67,75 +71,89 @@ impl Agents for Connection {
     }
 
     fn insert_session(&self, s: &SessionRow) -> Result<()> {
-        self.prepare_cached(&format!(
+        self.conn()
+            .prepare_cached(&format!(
             "INSERT INTO sessions ({SESSION_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         ))?
-        .execute(params![
-            s.name,
-            s.session_id,
-            s.role,
-            s.metadata,
-            s.started_at,
-            s.last_seen,
-            s.expires_at,
-            s.token_id,
-            s.holder_connection
-        ])?;
+            .execute(params![
+                s.name,
+                s.session_id,
+                s.role,
+                s.metadata,
+                s.started_at,
+                s.last_seen,
+                s.expires_at,
+                s.token_id,
+                s.holder_connection
+            ])?;
         Ok(())
     }
 
     fn touch_session(&self, name: &str, last_seen: i64, expires_at: i64) -> Result<()> {
-        self.prepare_cached("UPDATE sessions SET last_seen = ?2, expires_at = ?3 WHERE name = ?1")?
-            .execute(params![name, last_seen, expires_at])?;
+        self.with(
+            "UPDATE sessions SET last_seen = ?2, expires_at = ?3 WHERE name = ?1",
+            |s| s.execute(params![name, last_seen, expires_at]),
+        )?;
         Ok(())
     }
 
     fn delete_session(&self, name: &str) -> Result<()> {
-        self.prepare_cached("DELETE FROM sessions WHERE name = ?1")?
-            .execute([name])?;
+        self.with("DELETE FROM sessions WHERE name = ?1", |s| {
+            s.execute([name])
+        })?;
         Ok(())
     }
 
     fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()> {
-        self.prepare_cached("INSERT OR IGNORE INTO agents (name, first_seen) VALUES (?1, ?2)")?
-            .execute(params![name, at_ms])?;
+        self.with(
+            "INSERT OR IGNORE INTO agents (name, first_seen) VALUES (?1, ?2)",
+            |s| s.execute(params![name, at_ms]),
+        )?;
         Ok(())
     }
 
     fn agent_names(&self) -> Result<Vec<String>> {
         Ok(self
+            .conn()
             .prepare_cached("SELECT name FROM agents ORDER BY name")?
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?)
     }
 
     fn insert_message(&self, m: &MessageRow, to: &[String]) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "INSERT INTO messages (seq, message_id, sender, recipients, subject, body, thread_id,
                                    reply_to, sent_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?
-        .execute(params![
-            m.seq,
-            m.message_id,
-            m.sender,
-            m.recipients,
-            m.subject,
-            m.body,
-            m.thread_id,
-            m.reply_to,
-            m.sent_at
-        ])?;
-        let mut deliver =
-            self.prepare_cached("INSERT OR IGNORE INTO inbox (name, seq) VALUES (?1, ?2)")?;
-        for name in to {
-            deliver.execute(params![name, m.seq])?;
-        }
+            |s| {
+                s.execute(params![
+                    m.seq,
+                    m.message_id,
+                    m.sender,
+                    m.recipients,
+                    m.subject,
+                    m.body,
+                    m.thread_id,
+                    m.reply_to,
+                    m.sent_at
+                ])
+            },
+        )?;
+        self.with(
+            "INSERT OR IGNORE INTO inbox (name, seq) VALUES (?1, ?2)",
+            |deliver| {
+                for name in to {
+                    deliver.execute(params![name, m.seq])?;
+                }
+                Ok(())
+            },
+        )?;
         Ok(())
     }
 
     fn inbox(&self, name: &str, after: u64, limit: u64) -> Result<Vec<MessageRow>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT m.seq, m.message_id, m.sender, m.recipients, m.subject, m.body, m.thread_id,
                         m.reply_to, m.sent_at
@@ -147,27 +165,27 @@ impl Agents for Connection {
     }
 
     fn inbox_count(&self, name: &str, after: u64, up_to: Option<u64>) -> Result<u64> {
-        Ok(self
-            .prepare_cached(
-                "SELECT COUNT(*) FROM inbox WHERE name = ?1 AND seq > ?2 AND (?3 IS NULL OR seq <= ?3)",
-            )?
-            .query_row(params![name, after, up_to], |r| r.get(0))?)
+        Ok(self.with(
+            "SELECT COUNT(*) FROM inbox WHERE name = ?1 AND seq > ?2 AND (?3 IS NULL OR seq <= ?3)",
+            |s| s.query_row(params![name, after, up_to], |r| r.get(0)),
+        )?)
     }
 
     fn cursor(&self, name: &str) -> Result<u64> {
         Ok(self
-            .prepare_cached("SELECT acked FROM inbox_cursors WHERE name = ?1")?
-            .query_row([name], |r| r.get(0))
+            .with("SELECT acked FROM inbox_cursors WHERE name = ?1", |s| {
+                s.query_row([name], |r| r.get(0))
+            })
             .optional()?
             .unwrap_or(0))
     }
 
     fn set_cursor(&self, name: &str, acked: u64) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "INSERT INTO inbox_cursors (name, acked) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET acked = excluded.acked",
-        )?
-        .execute(params![name, acked])?;
+            |s| s.execute(params![name, acked]),
+        )?;
         Ok(())
     }
 }

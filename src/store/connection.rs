@@ -12,6 +12,7 @@ use crate::protocol::locks::Previous;
 
 use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 use super::leases::{self, HeldOutcomes};
+use super::sql::Sql;
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
@@ -83,8 +84,8 @@ impl SqliteWrites {
         (self.conn.total_changes(), self.outcomes.recorded())
     }
 
-    fn run(&self, sql: &str) -> Result<()> {
-        self.conn.prepare_cached(sql)?.execute([])?;
+    fn run(&self, sql: &'static str) -> Result<()> {
+        self.conn.with(sql, |s| s.execute([]))?;
         Ok(())
     }
 }
@@ -173,7 +174,11 @@ impl WriteStorage for SqliteWrites {
         ) {
             tracing::warn!(%err, "cannot record the clean shutdown; the next start checks the database");
         }
-        if let Err(err) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+        if let Err(err) = self
+            .conn
+            .conn()
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        {
             tracing::warn!(%err, "WAL checkpoint at shutdown failed");
         }
     }

@@ -2,26 +2,24 @@
 //! SQLite's side of [`Remembered`]. When an answer is replayed or refused is the rule of
 //! `methods::idempotency`.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 use crate::error::Result;
 
 use super::boundary::{Remembered, RememberedAnswer};
+use super::sql::Sql;
 
-impl Remembered for Connection {
+impl<C: Sql> Remembered for C {
     fn remembered(&self, key: &str) -> Result<Option<RememberedAnswer>> {
         Ok(self
-            .prepare_cached(
-                "SELECT method, request_hash, response, created_at FROM idempotency WHERE idempotency_key = ?1",
-            )?
-            .query_row([key], |r| {
+            .with("SELECT method, request_hash, response, created_at FROM idempotency WHERE idempotency_key = ?1", |s| s.query_row([key], |r| {
                 Ok(RememberedAnswer {
                     method: r.get(0)?,
                     request_hash: r.get(1)?,
                     response: r.get(2)?,
                     created_at_ms: r.get(3)?,
                 })
-            })
+            }))
             .optional()?)
     }
 
@@ -33,17 +31,15 @@ impl Remembered for Connection {
         response: &str,
         at_ms: i64,
     ) -> Result<()> {
-        self.prepare_cached(
-            "INSERT OR REPLACE INTO idempotency (idempotency_key, method, request_hash, response, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![key, method, request_hash, response, at_ms])?;
+        self.with("INSERT OR REPLACE INTO idempotency (idempotency_key, method, request_hash, response, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)", |s| s.execute(params![key, method, request_hash, response, at_ms]))?;
         Ok(())
     }
 
     fn forget_before(&self, before_ms: i64) -> Result<()> {
-        self.prepare_cached("DELETE FROM idempotency WHERE created_at < ?1")?
-            .execute([before_ms])?;
+        self.with("DELETE FROM idempotency WHERE created_at < ?1", |s| {
+            s.execute([before_ms])
+        })?;
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter};
 
 use super::boundary::{Journal, NewEvent, SerializedEvent};
+use super::sql::Sql;
 
 /// The columns [`event_from_row`] reads, in its order.
 macro_rules! event_columns {
@@ -23,13 +24,10 @@ macro_rules! event_columns {
 /// filter that matches rarely cannot hold a read connection for long.
 const SCAN_BUDGET: u64 = 10_000;
 
-impl Journal for Connection {
+impl<C: Sql> Journal for C {
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
-        self.prepare_cached(
-            "INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
-        .execute(params![
+        self.with("INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", |s| s.execute(params![
             seq,
             event.kind,
             at_ms,
@@ -40,7 +38,7 @@ impl Journal for Connection {
             event.task_id,
             event.node_id,
             event.data
-        ])?;
+        ]))?;
         Ok(())
     }
 
@@ -54,7 +52,7 @@ impl Journal for Connection {
         limit: u64,
         max_bytes: usize,
     ) -> Result<(Vec<Event>, u64)> {
-        let mut stmt = self.prepare_cached(concat!(
+        let mut stmt = self.conn().prepare_cached(concat!(
             "SELECT ",
             event_columns!(),
             " FROM events
@@ -96,7 +94,7 @@ impl Journal for Connection {
     /// with its value and so re-prepares the statement at every bind; an expression keeps
     /// the cached plan.
     fn recent_for_task(&self, task_id: &str, limit: u64) -> Result<VecDeque<SerializedEvent>> {
-        let mut stmt = self.prepare_cached(concat!(
+        let mut stmt = self.conn().prepare_cached(concat!(
             "SELECT ",
             event_columns!(),
             " FROM events WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0"
@@ -111,13 +109,16 @@ impl Journal for Connection {
     }
 
     fn length(&self) -> Result<u64> {
-        Ok(self.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
+        Ok(self
+            .conn()
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
     }
 
     fn oldest_seq(&self) -> Result<u64> {
         Ok(self
-            .prepare_cached("SELECT value FROM meta WHERE name = 'journal_start'")?
-            .query_row([], |r| r.get(0))
+            .with("SELECT value FROM meta WHERE name = 'journal_start'", |s| {
+                s.query_row([], |r| r.get(0))
+            })
             .optional()?
             .unwrap_or(1))
     }
@@ -125,19 +126,21 @@ impl Journal for Connection {
     fn remove_before(&self, before_seq: u64) -> Result<u64> {
         // The head is read from the last event (`meta::head_revision_sql`): keep it in
         // `meta` before the events that may hold it go.
-        self.prepare_cached(concat!(
-            "UPDATE meta SET value = ",
-            super::meta::head_revision_sql!(),
-            " WHERE name = 'revision'"
-        ))?
-        .execute([])?;
-        let deleted = self
-            .prepare_cached("DELETE FROM events WHERE seq < ?1")?
-            .execute([before_seq])?;
-        self.prepare_cached(
+        self.with(
+            concat!(
+                "UPDATE meta SET value = ",
+                super::meta::head_revision_sql!(),
+                " WHERE name = 'revision'"
+            ),
+            |s| s.execute([]),
+        )?;
+        let deleted = self.with("DELETE FROM events WHERE seq < ?1", |s| {
+            s.execute([before_seq])
+        })?;
+        self.with(
             "INSERT OR REPLACE INTO meta (name, value) VALUES ('journal_start', ?1)",
-        )?
-        .execute([before_seq])?;
+            |s| s.execute([before_seq]),
+        )?;
         Ok(deleted as u64)
     }
 }

@@ -29,6 +29,7 @@ use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
 
 use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
+use super::sql::Sql;
 
 /// Held outcomes that make the writer store them (the next commit does).
 pub(super) const OUTCOMES_HELD: usize = 512;
@@ -125,34 +126,32 @@ impl HeldOutcomes {
 
     /// At the start of a batch, after a rollback: reads the held outcomes again from the
     /// journal.
-    pub(super) fn refresh(&self, conn: &Connection) -> Result<()> {
+    pub(super) fn refresh(&self, conn: &impl Sql) -> Result<()> {
         if !self.stale.get() {
             return Ok(());
         }
-        let mut stmt = conn.prepare_cached(OUTCOMES_AFTER_MARK)?;
-        let mut rows = stmt.query([])?;
-        let mut held = HashMap::new();
-        while let Some(r) = rows.next()? {
-            held.insert(r.get(0)?, Held::from_row(r, 1)?);
-        }
+        let held = conn.with(OUTCOMES_AFTER_MARK, |stmt| {
+            let mut rows = stmt.query([])?;
+            let mut held = HashMap::new();
+            while let Some(r) = rows.next()? {
+                held.insert(r.get(0)?, Held::from_row(r, 1)?);
+            }
+            Ok(held)
+        })?;
         *self.held.borrow_mut() = held;
         self.stale.set(false);
         Ok(())
     }
 
-    pub(super) fn previous(
-        &self,
-        conn: &Connection,
-        resource_key: &str,
-    ) -> Result<Option<Previous>> {
+    pub(super) fn previous(&self, conn: &impl Sql, resource_key: &str) -> Result<Option<Previous>> {
         if let Some(h) = self.held.borrow().get(resource_key) {
             return Ok(Some(h.previous()));
         }
         let stored = conn
-            .prepare_cached(
+            .with(
                 "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
-            )?
-            .query_row([resource_key], |r| Held::from_row(r, 0))
+                |s| s.query_row([resource_key], |r| Held::from_row(r, 0)),
+            )
             .optional()?;
         Ok(stored.as_ref().map(Held::previous))
     }
@@ -174,19 +173,22 @@ impl HeldOutcomes {
     /// Inside the writer's transaction: stores the held outcomes in `lock_outcomes` (in key
     /// order, page by page) and marks it complete through the head revision. Memory lets
     /// them go now; if the batch rolls back, the next one reads them again.
-    pub(super) fn store(&self, conn: &Connection) -> Result<()> {
+    pub(super) fn store(&self, conn: &impl Sql) -> Result<()> {
         let mut held: Vec<(String, Held)> = self.held.borrow_mut().drain().collect();
         held.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut insert = conn.prepare_cached(
+        conn.with(
             "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            |insert| {
+                for (key, h) in &held {
+                    insert.execute(params![
+                        key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
+                    ])?;
+                }
+                Ok(())
+            },
         )?;
-        for (key, h) in &held {
-            insert.execute(params![
-                key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
-            ])?;
-        }
-        conn.prepare_cached(MARK_STORED)?.execute([])?;
+        conn.with(MARK_STORED, |s| s.execute([]))?;
         Ok(())
     }
 }
@@ -213,9 +215,9 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     })
 }
 
-impl Leases for Connection {
+impl<C: Sql> Leases for C {
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>> {
-        let mut stmt = self.prepare_cached(&format!(
+        let mut stmt = self.conn().prepare_cached(&format!(
             "SELECT {LEASE_COLUMNS} FROM locks
              WHERE resource_key >= ?1 AND substr(resource_key, 1, length(?1)) = ?1
                AND (?2 IS NULL OR owner = ?2)
@@ -226,48 +228,52 @@ impl Leases for Connection {
     }
 
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,
                                 acquired_at, expires_at, metadata, holder_connection, token_id,
                                 session_id, mode, slots)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        )?
-        .execute(params![
-            l.resource_key,
-            l.kind,
-            l.path,
-            l.lease_id,
-            l.owner,
-            l.provider,
-            l.fencing_token,
-            l.acquired_at,
-            l.expires_at,
-            l.metadata,
-            l.holder_connection,
-            l.token_id,
-            l.session_id,
-            l.mode.as_str(),
-            l.slots
-        ])?;
+            |s| {
+                s.execute(params![
+                    l.resource_key,
+                    l.kind,
+                    l.path,
+                    l.lease_id,
+                    l.owner,
+                    l.provider,
+                    l.fencing_token,
+                    l.acquired_at,
+                    l.expires_at,
+                    l.metadata,
+                    l.holder_connection,
+                    l.token_id,
+                    l.session_id,
+                    l.mode.as_str(),
+                    l.slots
+                ])
+            },
+        )?;
         Ok(())
     }
 
     fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "UPDATE locks SET expires_at = ?3 WHERE resource_key = ?1 AND lease_id = ?2",
-        )?
-        .execute(params![resource_key, lease_id, expires_at])?;
+            |s| s.execute(params![resource_key, lease_id, expires_at]),
+        )?;
         Ok(())
     }
 
     fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()> {
-        self.prepare_cached("DELETE FROM locks WHERE resource_key = ?1 AND lease_id = ?2")?
-            .execute([resource_key, lease_id])?;
+        self.with(
+            "DELETE FROM locks WHERE resource_key = ?1 AND lease_id = ?2",
+            |s| s.execute([resource_key, lease_id]),
+        )?;
         Ok(())
     }
 
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>> {
-        let mut stmt = self.prepare_cached(&format!(
+        let mut stmt = self.conn().prepare_cached(&format!(
             "SELECT {LEASE_COLUMNS} FROM locks WHERE session_id = ?1 ORDER BY resource_key"
         ))?;
         let rows = stmt.query_map([session_id], lease_row)?;
@@ -275,14 +281,18 @@ impl Leases for Connection {
     }
 
     fn last_fencing_token(&self) -> Result<u64> {
-        Ok(self
-            .prepare_cached("SELECT value FROM meta WHERE name = 'fencing_token'")?
-            .query_row([], |r| r.get(0))?)
+        Ok(
+            self.with("SELECT value FROM meta WHERE name = 'fencing_token'", |s| {
+                s.query_row([], |r| r.get(0))
+            })?,
+        )
     }
 
     fn store_fencing_token(&self, last: u64) -> Result<()> {
-        self.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'fencing_token'")?
-            .execute([last])?;
+        self.with(
+            "UPDATE meta SET value = ?1 WHERE name = 'fencing_token'",
+            |s| s.execute([last]),
+        )?;
         Ok(())
     }
 }

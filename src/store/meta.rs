@@ -1,10 +1,9 @@
 //! SQL for facts about the whole database (`meta`, file sizes): SQLite's side of [`Meta`].
 
-use rusqlite::Connection;
-
 use crate::error::Result;
 
 use super::boundary::Meta;
+use super::sql::Sql;
 
 /// The head revision, as an SQL expression (a macro, so that statements `concat!` it and
 /// stay literals): every revision comes with the journal event of the same seq, so the last
@@ -20,30 +19,30 @@ macro_rules! head_revision_sql {
 }
 pub(super) use head_revision_sql;
 
-impl Meta for Connection {
+impl<C: Sql> Meta for C {
     fn head_revision(&self) -> Result<i64> {
-        Ok(self
-            .prepare_cached(concat!("SELECT ", head_revision_sql!()))?
-            .query_row([], |r| r.get(0))?)
+        Ok(self.with(concat!("SELECT ", head_revision_sql!()), |s| {
+            s.query_row([], |r| r.get(0))
+        })?)
     }
 
     fn set_head_revision(&self, revision: i64) -> Result<()> {
         // Only a head that no event holds is written (see `head_revision_sql`).
-        self.prepare_cached(
+        self.with(
             "UPDATE meta SET value = ?1 WHERE name = 'revision'
                  AND ?1 > coalesce((SELECT max(seq) FROM events), 0)",
-        )?
-        .execute([revision])?;
+            |s| s.execute([revision]),
+        )?;
         Ok(())
     }
 
     fn file_sizes(&self) -> Result<(u64, u64)> {
-        let db: u64 = self.query_row(
+        let db: u64 = self.conn().query_row(
             "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
             [],
             |r| r.get(0),
         )?;
-        let wal = match self.path().filter(|p| !p.is_empty()) {
+        let wal = match self.conn().path().filter(|p| !p.is_empty()) {
             Some(path) => std::fs::metadata(format!("{path}-wal")).map_or(0, |m| m.len()),
             None => 0,
         };

@@ -15,6 +15,7 @@ mod meta;
 pub mod migrations;
 mod nodes;
 pub mod postgres;
+mod sql;
 mod state;
 mod tokens;
 

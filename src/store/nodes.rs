@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
@@ -19,6 +19,7 @@ use crate::protocol::tasks::{
 use super::boundary::{
     NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
 };
+use super::sql::Sql;
 
 fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
@@ -57,28 +58,25 @@ fn summary(r: &Row<'_>) -> rusqlite::Result<TaskSummary> {
     })
 }
 
-impl Nodes for Connection {
+impl<C: Sql> Nodes for C {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()> {
-        self.prepare_cached(
-            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
+        self.with("INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
                                 unfinished_nodes)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)",
-        )?
-        .execute(params![
+             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)", |s| s.execute(params![
             task.task_id,
             task.goal,
             task.context,
             task.at_ms,
             task.seq,
             task.nodes.len()
-        ])?;
-        let mut insert = self.prepare_cached(
+        ]))?;
+        let mut insert = self.conn().prepare_cached(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                                 state, remaining_deps, runnable_since, updated_at, priority,
                                 label_key, ready_at, result_schema)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?;
-        let mut edge = self.prepare_cached(
+        let mut edge = self.conn().prepare_cached(
             "INSERT INTO node_dependents (task_id, node_id, dependent_id) VALUES (?1, ?2, ?3)",
         )?;
         for (position, node) in task.nodes.iter().enumerate() {
@@ -107,15 +105,18 @@ impl Nodes for Connection {
 
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
         let status: Option<String> = self
-            .prepare_cached("SELECT status FROM tasks WHERE task_id = ?1")?
-            .query_row([task_id], |r| r.get(0))
+            .with("SELECT status FROM tasks WHERE task_id = ?1", |s| {
+                s.query_row([task_id], |r| r.get(0))
+            })
             .optional()?;
         Ok(status.as_deref().map(task_status).transpose()?)
     }
 
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
-        self.prepare_cached("UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1")?
-            .execute(params![task_id, status.as_str(), at_ms])?;
+        self.with(
+            "UPDATE tasks SET status = ?2, updated_at = ?3 WHERE task_id = ?1",
+            |s| s.execute(params![task_id, status.as_str(), at_ms]),
+        )?;
         Ok(())
     }
 
@@ -130,27 +131,31 @@ impl Nodes for Connection {
         for label_key in label_keys {
             let found: Option<(i64, i64, String, String)> = match task_id {
                 Some(t) => self
-                    .prepare_cached(
+                    .with(
                         "SELECT priority, runnable_since, task_id, node_id
                          FROM nodes INDEXED BY nodes_runnable_by_task
                          WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
                            AND remaining_deps = 0
                          ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
-                    )?
-                    .query_row(params![t, label_key], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })
+                        |s| {
+                            s.query_row(params![t, label_key], |r| {
+                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                            })
+                        },
+                    )
                     .optional()?,
                 None => self
-                    .prepare_cached(
+                    .with(
                         "SELECT priority, runnable_since, task_id, node_id
                          FROM nodes INDEXED BY nodes_runnable
                          WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
                          ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
-                    )?
-                    .query_row([label_key], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                    })
+                        |s| {
+                            s.query_row([label_key], |r| {
+                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                            })
+                        },
+                    )
                     .optional()?,
             };
             if let Some((priority, since, task, node)) = found {
@@ -168,38 +173,33 @@ impl Nodes for Connection {
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
         let running = self
-            .prepare_cached(
-                "SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'",
-            )?
-            .query_row([task_id], |_| Ok(()))
+            .with("SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'", |s| s.query_row([task_id], |_| Ok(())))
             .optional()?
             .is_some();
         if running {
             return Ok(true);
         }
         Ok(self
-            .prepare_cached(
+            .with(
                 "SELECT 1 FROM nodes INDEXED BY nodes_delayed
                  WHERE task_id = ?1 AND ready_at IS NOT NULL AND state = 'PENDING'",
-            )?
-            .query_row([task_id], |_| Ok(()))
+                |s| s.query_row([task_id], |_| Ok(())),
+            )
             .optional()?
             .is_some())
     }
 
     fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool> {
         let changed = self
-            .prepare_cached(
-                "UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
+            .with("UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
                         runnable_since = ?3
-                 WHERE task_id = ?1 AND node_id = ?2 AND ready_at IS NOT NULL AND state = 'PENDING'",
-            )?
-            .execute(params![task_id, node_id, seq])?;
+                 WHERE task_id = ?1 AND node_id = ?2 AND ready_at IS NOT NULL AND state = 'PENDING'", |s| s.execute(params![task_id, node_id, seq]))?;
         Ok(changed > 0)
     }
 
     fn held_nodes(&self) -> Result<Vec<(String, String, i64)>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT task_id, node_id, ready_at FROM nodes INDEXED BY nodes_delayed
                  WHERE ready_at IS NOT NULL AND state = 'PENDING'",
@@ -210,22 +210,24 @@ impl Nodes for Connection {
 
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
         Ok(self
-            .prepare_cached(
+            .with(
                 "SELECT state, lease_id, lease_owner, attempts, max_attempts, lease_token_id,
                         result_schema
                  FROM nodes WHERE task_id = ?1 AND node_id = ?2",
-            )?
-            .query_row(params![task_id, node_id], |r| {
-                Ok(NodeRow {
-                    state: node_state(&r.get::<_, String>(0)?)?,
-                    lease_id: r.get(1)?,
-                    lease_owner: r.get(2)?,
-                    attempts: r.get(3)?,
-                    max_attempts: r.get(4)?,
-                    lease_token_id: r.get(5)?,
-                    result_schema: r.get(6)?,
-                })
-            })
+                |s| {
+                    s.query_row(params![task_id, node_id], |r| {
+                        Ok(NodeRow {
+                            state: node_state(&r.get::<_, String>(0)?)?,
+                            lease_id: r.get(1)?,
+                            lease_owner: r.get(2)?,
+                            attempts: r.get(3)?,
+                            max_attempts: r.get(4)?,
+                            lease_token_id: r.get(5)?,
+                            result_schema: r.get(6)?,
+                        })
+                    })
+                },
+            )
             .optional()?)
     }
 
@@ -246,40 +248,44 @@ impl Nodes for Connection {
         ) = {
             // A write and a point read: SQLite gathers RETURNING's output in a temporary
             // table of its own, which cost more than both.
-            self.prepare_cached(
+            self.with(
                 "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
                         lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
                         lease_token_id = ?7, lease_session_id = ?8
                  WHERE task_id = ?1 AND node_id = ?2",
-            )?
-            .execute(params![
-                task_id,
-                node_id,
-                lease.lease_id,
-                lease.owner,
-                lease.expires_at,
-                lease.at_ms,
-                lease.token_id,
-                lease.session_id
-            ])?;
+                |s| {
+                    s.execute(params![
+                        task_id,
+                        node_id,
+                        lease.lease_id,
+                        lease.owner,
+                        lease.expires_at,
+                        lease.at_ms,
+                        lease.token_id,
+                        lease.session_id
+                    ])
+                },
+            )?;
             // The task's goal and context in the same read (a worker is told them).
-            self.prepare_cached(
+            self.with(
                 "SELECT n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
                         t.goal, t.context
                  FROM nodes n JOIN tasks t ON t.task_id = n.task_id
                  WHERE n.task_id = ?1 AND n.node_id = ?2",
+                |s| {
+                    s.query_row(params![task_id, node_id], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                        ))
+                    })
+                },
             )?
-            .query_row(params![task_id, node_id], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
-            })?
         };
         Ok(StartedNode {
             name,
@@ -293,29 +299,27 @@ impl Nodes for Connection {
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .prepare_cached("SELECT result FROM nodes WHERE task_id = ?1 AND node_id = ?2")?
-            .query_row(params![task_id, node_id], |r| r.get(0))?)
+        Ok(self.with(
+            "SELECT result FROM nodes WHERE task_id = ?1 AND node_id = ?2",
+            |s| s.query_row(params![task_id, node_id], |r| r.get(0)),
+        )?)
     }
 
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "UPDATE nodes SET lease_expires_at = ?3 WHERE task_id = ?1 AND node_id = ?2",
-        )?
-        .execute(params![task_id, node_id, expires_at])?;
+            |s| s.execute(params![task_id, node_id, expires_at]),
+        )?;
         Ok(())
     }
 
     fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
-        self.prepare_cached(
-            "UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
+        self.with("UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
                     runnable_since = COALESCE(?6, runnable_since), lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, ready_at = ?8,
                     remaining_deps = remaining_deps + (?8 IS NOT NULL),
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
-             WHERE task_id = ?1 AND node_id = ?2",
-        )?
-        .execute(params![
+             WHERE task_id = ?1 AND node_id = ?2", |s| s.execute(params![
             task_id,
             node_id,
             c.state.as_str(),
@@ -324,46 +328,51 @@ impl Nodes for Connection {
             c.runnable_since,
             c.at_ms,
             c.ready_at
-        ])?;
+        ]))?;
         Ok(())
     }
 
     fn release_dependents(&self, task_id: &str, node_id: &str, seq: i64) -> Result<()> {
         // The dependents first, then one point update each: `IN (SELECT ...)` builds a
         // temporary table per execution, even for a node nothing depends on.
-        let dependents: Vec<String> = self
-            .prepare_cached(
-                "SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2",
-            )?
-            .query_map(params![task_id, node_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut release = self.prepare_cached(
+        let dependents: Vec<String> = self.with(
+            "SELECT dependent_id FROM node_dependents WHERE task_id = ?1 AND node_id = ?2",
+            |s| {
+                s.query_map(params![task_id, node_id], |r| r.get(0))?
+                    .collect()
+            },
+        )?;
+        if dependents.is_empty() {
+            return Ok(());
+        }
+        self.with(
             "UPDATE nodes SET remaining_deps = remaining_deps - 1, runnable_since = ?3
              WHERE task_id = ?1 AND node_id = ?2",
+            |release| {
+                for dependent in dependents {
+                    release.execute(params![task_id, dependent, seq])?;
+                }
+                Ok(())
+            },
         )?;
-        for dependent in dependents {
-            release.execute(params![task_id, dependent, seq])?;
-        }
         Ok(())
     }
 
     fn finish_one(&self, task_id: &str) -> Result<bool> {
         // Without RETURNING, as in `start_node`: one statement while others remain, a
         // second for the last.
-        let others_remain = self
-            .prepare_cached(
-                "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1
+        let others_remain = self.with(
+            "UPDATE tasks SET unfinished_nodes = unfinished_nodes - 1
                  WHERE task_id = ?1 AND unfinished_nodes > 1",
-            )?
-            .execute([task_id])?;
+            |s| s.execute([task_id]),
+        )?;
         if others_remain == 1 {
             return Ok(false);
         }
-        let last = self
-            .prepare_cached(
-                "UPDATE tasks SET unfinished_nodes = 0 WHERE task_id = ?1 AND unfinished_nodes = 1",
-            )?
-            .execute([task_id])?;
+        let last = self.with(
+            "UPDATE tasks SET unfinished_nodes = 0 WHERE task_id = ?1 AND unfinished_nodes = 1",
+            |s| s.execute([task_id]),
+        )?;
         if last == 1 {
             return Ok(true);
         }
@@ -374,24 +383,25 @@ impl Nodes for Connection {
 
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {
         Ok(self
+            .conn()
             .prepare_cached("SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'RUNNING'")?
             .query_map([task_id], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?)
     }
 
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
-        Ok(self
-            .prepare_cached(
-                "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
+        Ok(self.with(
+            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
                         lease_session_id = NULL, lease_owner = NULL,
                         lease_expires_at = NULL, updated_at = ?2
                  WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
-            )?
-            .execute(params![task_id, at_ms])? as u64)
+            |s| s.execute(params![task_id, at_ms]),
+        )? as u64)
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
             )?
@@ -408,6 +418,7 @@ impl Nodes for Connection {
 
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT task_id, node_id FROM nodes WHERE lease_session_id = ?1 AND state = 'RUNNING'
                  ORDER BY task_id, node_id",
@@ -418,6 +429,7 @@ impl Nodes for Connection {
 
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT task_id, node_id FROM nodes INDEXED BY nodes_running
                  WHERE state = 'RUNNING' AND lease_owner = ?1 ORDER BY task_id, node_id",
@@ -428,10 +440,7 @@ impl Nodes for Connection {
 
     fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
         let Some(task) = self
-            .prepare_cached(
-                "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
-            )?
-            .query_row([task_id], summary)
+            .with("SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1", |s| s.query_row([task_id], summary))
             .optional()?
         else {
             return Ok(None);
@@ -440,7 +449,7 @@ impl Nodes for Connection {
             .iter()
             .map(|s| (s.as_str().to_string(), 0))
             .collect();
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
              FROM nodes WHERE task_id = ?1 ORDER BY position",
@@ -473,7 +482,7 @@ impl Nodes for Connection {
     }
 
     fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult> {
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
              WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2 + 0",
         )?;
@@ -487,6 +496,7 @@ impl Nodes for Connection {
         let by = |sql: &str| -> Result<BTreeMap<String, u64>> {
             let mut out = BTreeMap::new();
             for row in self
+                .conn()
                 .prepare_cached(sql)?
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u64>(1)?)))?
             {

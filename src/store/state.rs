@@ -2,7 +2,7 @@
 //! `history`. The rules (versions, tombstones, compares) are in `methods::state`; this is
 //! SQLite's side of [`Records`].
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 
 use super::boundary::{NewVersion, Records, StoredVersion};
+use super::sql::Sql;
 
 /// Every how many versions of a key `history_marks` notes where its version is. History
 /// walks at most this many rows past the mark it starts from, so it must equal the
@@ -48,45 +49,44 @@ fn to_state(
     })
 }
 
-impl Records for Connection {
+impl<C: Sql> Records for C {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
         Ok(self
-            .prepare_cached(
+            .with(
                 "SELECT version, deleted, value, updated_by, updated_at, revision FROM records
                  WHERE namespace = ?1 AND key = ?2",
-            )?
-            .query_row(params![namespace, key], |r| {
-                Ok(StoredVersion {
-                    version: r.get(0)?,
-                    revision: r.get(5)?,
-                    deleted: r.get(1)?,
-                    value: r.get(2)?,
-                    updated_by: r.get(3)?,
-                    updated_at_ms: r.get(4)?,
-                })
-            })
+                |s| {
+                    s.query_row(params![namespace, key], |r| {
+                        Ok(StoredVersion {
+                            version: r.get(0)?,
+                            revision: r.get(5)?,
+                            deleted: r.get(1)?,
+                            value: r.get(2)?,
+                            updated_by: r.get(3)?,
+                            updated_at_ms: r.get(4)?,
+                        })
+                    })
+                },
+            )
             .optional()?)
     }
 
     fn live(&self, namespace: &str, key: &str) -> Result<Option<RecordState>> {
         let row = self
-            .prepare_cached(
+            .with(
                 "SELECT value, version, revision, updated_by, updated_at FROM records
                  WHERE namespace = ?1 AND key = ?2 AND deleted = 0",
-            )?
-            .query_row(params![namespace, key], |r| record_state(r, 0))
+                |s| s.query_row(params![namespace, key], |r| record_state(r, 0)),
+            )
             .optional()?;
         row.map(to_state).transpose()
     }
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
         let deleted = v.value.is_none();
-        self.prepare_cached(
-            "INSERT INTO history_log (revision, namespace, key, version, value, updated_by, updated_at,
+        self.with("INSERT INTO history_log (revision, namespace, key, version, value, updated_by, updated_at,
                                       deleted, prev)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?
-        .execute(params![
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", |s| s.execute(params![
             v.revision,
             v.namespace,
             v.key,
@@ -96,12 +96,9 @@ impl Records for Connection {
             v.at_ms,
             deleted,
             v.previous_revision
-        ])?;
+        ]))?;
         if v.version.is_multiple_of(HISTORY_MARK_EVERY) {
-            self.prepare_cached(
-                "INSERT INTO history_marks (namespace, key, version, revision) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![v.namespace, v.key, v.version, v.revision])?;
+            self.with("INSERT INTO history_marks (namespace, key, version, revision) VALUES (?1, ?2, ?3, ?4)", |s| s.execute(params![v.namespace, v.key, v.version, v.revision]))?;
         }
         // The batch read the key's row already: an update or an insert, not an upsert
         // that looks the key up twice.
@@ -114,17 +111,19 @@ impl Records for Connection {
                                   deleted, session_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         };
-        let changed = self.prepare_cached(current)?.execute(params![
-            v.namespace,
-            v.key,
-            v.value,
-            v.version,
-            v.revision,
-            v.updated_by,
-            v.at_ms,
-            deleted,
-            v.session_id
-        ])?;
+        let changed = self.with(current, |s| {
+            s.execute(params![
+                v.namespace,
+                v.key,
+                v.value,
+                v.version,
+                v.revision,
+                v.updated_by,
+                v.at_ms,
+                deleted,
+                v.session_id
+            ])
+        })?;
         if changed != 1 {
             return Err(Error::Internal(format!(
                 "the stored row of `{}` in `{}` changed within its batch",
@@ -135,7 +134,7 @@ impl Records for Connection {
     }
 
     fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>> {
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "SELECT key, version, revision FROM records WHERE namespace = ?1 AND deleted = 0
              ORDER BY key",
         )?;
@@ -152,7 +151,7 @@ impl Records for Connection {
         after: Option<&str>,
         limit: u64,
     ) -> Result<(Vec<Record>, bool)> {
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "SELECT key, value, version, revision, updated_by, updated_at FROM records
              WHERE namespace = ?1 AND deleted = 0 AND key >= ?2 AND (?3 IS NULL OR key > ?3)
                AND substr(key, 1, length(?2)) = ?2
@@ -185,7 +184,7 @@ impl Records for Connection {
     ) -> Result<Vec<HistoryEntry>> {
         // One statement, so one snapshot: from the mark at or above the newest version
         // wanted (else the current row), back along `prev` until `limit` versions are found.
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "WITH RECURSIVE
                head(version, revision) AS (
                  SELECT version, revision FROM records WHERE namespace = ?1 AND key = ?2),
@@ -237,7 +236,7 @@ impl Records for Connection {
     /// Every live record (of one namespace, or all), and the head revision of the snapshot.
     fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)> {
         let revision = super::boundary::Meta::head_revision(self)? as u64;
-        let mut stmt = self.prepare_cached(
+        let mut stmt = self.conn().prepare_cached(
             "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
              WHERE deleted = 0 AND (?1 IS NULL OR namespace = ?1) ORDER BY namespace, key",
         )?;
@@ -261,7 +260,7 @@ impl Records for Connection {
     }
 
     fn counts(&self) -> Result<(u64, u64)> {
-        Ok(self.query_row(
+        Ok(self.conn().query_row(
             "SELECT COALESCE(SUM(deleted = 0), 0), COALESCE(SUM(deleted = 1), 0) FROM records",
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
@@ -270,6 +269,7 @@ impl Records for Connection {
 
     fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
         Ok(self
+            .conn()
             .prepare_cached(
                 "SELECT namespace, key FROM records WHERE session_id = ?1 AND deleted = 0
                  ORDER BY namespace, key",

@@ -1,10 +1,11 @@
 //! SQL for access tokens: SQLite's [`Tokens`]. Only the hash of a secret is stored.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::{Error, Result};
 
 use super::boundary::{NewToken, StoredToken, Tokens};
+use super::sql::Sql;
 
 macro_rules! token_columns {
     () => {
@@ -38,50 +39,59 @@ pub(super) fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<
     Ok(token)
 }
 
-impl Tokens for Connection {
+impl<C: Sql> Tokens for C {
     fn insert_token(&self, token: &NewToken<'_>) -> Result<()> {
-        self.prepare_cached(concat!(
-            "INSERT INTO tokens (secret_hash, ",
-            token_columns!(),
-            ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL)"
-        ))?
-        .execute(params![
-            token.secret_hash,
-            token.token_id,
-            token.name,
-            serde_json::to_string(token.scopes)?,
-            token.created_at_ms,
-            token.expires_at_ms,
-        ])?;
+        let scopes = serde_json::to_string(token.scopes)?;
+        self.with(
+            concat!(
+                "INSERT INTO tokens (secret_hash, ",
+                token_columns!(),
+                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL)"
+            ),
+            |s| {
+                s.execute(params![
+                    token.secret_hash,
+                    token.token_id,
+                    token.name,
+                    scopes,
+                    token.created_at_ms,
+                    token.expires_at_ms,
+                ])
+            },
+        )?;
         Ok(())
     }
 
     fn token_by_hash(&self, secret_hash: &str) -> Result<Option<StoredToken>> {
-        self.prepare_cached(concat!(
-            "SELECT ",
-            token_columns!(),
-            " FROM tokens WHERE secret_hash = ?1"
-        ))?
-        .query_row([secret_hash], token_from_row)
+        self.with(
+            concat!(
+                "SELECT ",
+                token_columns!(),
+                " FROM tokens WHERE secret_hash = ?1"
+            ),
+            |s| s.query_row([secret_hash], token_from_row),
+        )
         .optional()?
         .map(with_scopes)
         .transpose()
     }
 
     fn token_by_id(&self, token_id: &str) -> Result<Option<StoredToken>> {
-        self.prepare_cached(concat!(
-            "SELECT ",
-            token_columns!(),
-            " FROM tokens WHERE token_id = ?1"
-        ))?
-        .query_row([token_id], token_from_row)
+        self.with(
+            concat!(
+                "SELECT ",
+                token_columns!(),
+                " FROM tokens WHERE token_id = ?1"
+            ),
+            |s| s.query_row([token_id], token_from_row),
+        )
         .optional()?
         .map(with_scopes)
         .transpose()
     }
 
     fn all_tokens(&self) -> Result<Vec<StoredToken>> {
-        let mut stmt = self.prepare_cached(concat!(
+        let mut stmt = self.conn().prepare_cached(concat!(
             "SELECT ",
             token_columns!(),
             " FROM tokens ORDER BY created_at, token_id"
@@ -91,16 +101,18 @@ impl Tokens for Connection {
     }
 
     fn set_token_revoked(&self, token_id: &str, at_ms: i64) -> Result<()> {
-        self.prepare_cached(
+        self.with(
             "UPDATE tokens SET revoked_at = ?2 WHERE token_id = ?1 AND revoked_at IS NULL",
-        )?
-        .execute(params![token_id, at_ms])?;
+            |s| s.execute(params![token_id, at_ms]),
+        )?;
         Ok(())
     }
 
     fn set_token_used(&self, token_id: &str, at_ms: i64) -> Result<()> {
-        self.prepare_cached("UPDATE tokens SET last_used_at = ?2 WHERE token_id = ?1")?
-            .execute(params![token_id, at_ms])?;
+        self.with(
+            "UPDATE tokens SET last_used_at = ?2 WHERE token_id = ?1",
+            |s| s.execute(params![token_id, at_ms]),
+        )?;
         Ok(())
     }
 }
