@@ -544,9 +544,13 @@ impl Foreseen {
     }
 }
 
+/// Opens the write side on the thread that then owns it (the writer's): what a backend
+/// keeps for its connection, such as SQLite's prepared statements, never crosses threads.
+pub type OpenWrites = Box<dyn FnOnce() -> Box<dyn WriteStorage> + Send>;
+
 /// The writer's side of storage: the one connection that writes, in batches (one
 /// transaction each) of requests (one savepoint each).
-pub trait WriteStorage: Send {
+pub trait WriteStorage {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;
     /// The lock outcomes the batch records and reads.

@@ -12,7 +12,7 @@ use crate::protocol::locks::Previous;
 
 use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 use super::leases::{self, HeldOutcomes};
-use super::sql::Sql;
+use super::sql::{Sql, WriterConn};
 
 /// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
 pub const STATEMENT_CACHE: usize = 64;
@@ -27,7 +27,8 @@ pub const STATEMENT_CACHE: usize = 64;
 /// that fails after writing (a storage fault) cannot be undone alone, and the whole batch
 /// is rolled back instead (`undo_request` refuses).
 pub struct SqliteWrites {
-    conn: Connection,
+    /// The connection with the statements it keeps prepared (see `store::sql`).
+    conn: WriterConn,
     /// Rows changed on this connection, and lock outcomes recorded, when the current
     /// request started.
     written_at_request: std::cell::Cell<(u64, u64)>,
@@ -46,7 +47,7 @@ impl SqliteWrites {
     /// `conn` holds no outcome back: [`leases::recover_outcomes`] stored them.
     pub(super) fn new(conn: Connection) -> SqliteWrites {
         SqliteWrites {
-            conn,
+            conn: WriterConn::wrap(conn),
             written_at_request: std::cell::Cell::new((0, 0)),
             changes_at_outcome_check: 0,
             outcomes: HeldOutcomes::default(),
@@ -60,13 +61,14 @@ impl SqliteWrites {
         if self.outcomes.len() >= leases::OUTCOMES_HELD {
             return self.outcomes.store(&self.conn);
         }
-        let changes = self.conn.total_changes();
+        let changes = self.conn.conn().total_changes();
         if changes - self.changes_at_outcome_check < CHANGES_BETWEEN_OUTCOME_CHECKS {
             return Ok(());
         }
         self.changes_at_outcome_check = changes;
         let past_mark: i64 = self
             .conn
+            .conn()
             .prepare_cached(concat!(
                 "SELECT ",
                 super::meta::head_revision_sql!(),
@@ -81,7 +83,7 @@ impl SqliteWrites {
 
     /// Rows changed and lock outcomes recorded so far.
     fn written(&self) -> (u64, u64) {
-        (self.conn.total_changes(), self.outcomes.recorded())
+        (self.conn.conn().total_changes(), self.outcomes.recorded())
     }
 
     fn run(&self, sql: &'static str) -> Result<()> {
@@ -132,8 +134,8 @@ impl WriteStorage for SqliteWrites {
     fn rollback(&mut self) {
         self.outcomes.rolled_back();
         // Still inside the transaction: it was not committed (or COMMIT failed).
-        if !self.conn.is_autocommit() {
-            if let Err(err) = self.conn.execute_batch("ROLLBACK") {
+        if !self.conn.conn().is_autocommit() {
+            if let Err(err) = self.conn.conn().execute_batch("ROLLBACK") {
                 tracing::error!(%err, "cannot roll back a failed batch");
             }
         }
@@ -168,7 +170,7 @@ impl WriteStorage for SqliteWrites {
             self.rollback();
         }
         // The next start need not check the database.
-        if let Err(err) = self.conn.execute(
+        if let Err(err) = self.conn.conn().execute(
             "UPDATE meta SET value = 1 WHERE name = 'clean_shutdown'",
             [],
         ) {
@@ -328,7 +330,8 @@ mod tests {
         let path = home.join("baton.db");
         assert!(super::read_connection_target(&path)
             .ends_with("/a%3Fb%23c%2541%20d/baton.db?vfs=unix-excl"));
-        let (store, mut writes) = Store::open(&path, 0).unwrap();
+        let (store, writes) = Store::open(&path, 0).unwrap();
+        let mut writes = writes();
         writes.begin(&Foreseen::default()).unwrap();
         writes.storage().set_head_revision(7).unwrap();
         writes.commit().unwrap();
@@ -385,7 +388,8 @@ mod tests {
     #[test]
     fn held_outcomes_follow_commits_and_rollbacks() {
         let dir = tempfile::tempdir().unwrap();
-        let (_store, mut writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
+        let (_store, writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
+        let mut writes = writes();
         let batch = Foreseen::default();
 
         writes.begin(&batch).unwrap();

@@ -69,7 +69,8 @@ mod tests {
     #[test]
     fn the_head_is_read_from_the_journal_and_kept_through_compaction() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, mut writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
+        let (store, writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
+        let mut writes = writes();
         let event = NewEvent {
             kind: "custom.t",
             data: "{}",

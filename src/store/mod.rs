@@ -27,7 +27,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use crate::error::Result;
 
-use boundary::{Storage, WriteStorage};
+use boundary::{OpenWrites, Storage, WriteStorage};
 pub use connection::SqliteWrites;
 pub use health::StorageHealth;
 
@@ -139,7 +139,7 @@ fn mark_open(conn: &Connection) -> rusqlite::Result<i64> {
 impl Store {
     /// Opens (creating if needed) and migrates the database; returns the read side and the
     /// write connection, for the writer.
-    pub fn open(path: &Path, now_ms: i64) -> Result<(Store, Box<dyn WriteStorage>), OpenError> {
+    pub fn open(path: &Path, now_ms: i64) -> Result<(Store, OpenWrites), OpenError> {
         let open_error = |source: rusqlite::Error| {
             if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
                 OpenError::InUse {
@@ -210,7 +210,7 @@ impl Store {
                 instance_id: new_instance_id(),
                 shared_url: None,
             },
-            Box::new(SqliteWrites::new(conn)),
+            Box::new(move || Box::new(SqliteWrites::new(conn)) as Box<dyn WriteStorage>),
         ))
     }
 
@@ -275,7 +275,7 @@ impl Store {
         url: &str,
         now_ms: i64,
         handle: tokio::runtime::Handle,
-    ) -> Result<(Store, Box<dyn WriteStorage>), OpenError> {
+    ) -> Result<(Store, OpenWrites), OpenError> {
         let instance_id = new_instance_id();
         let opened = std::thread::scope(|s| {
             s.spawn(|| postgres::open(url, &instance_id, now_ms, handle))
@@ -293,7 +293,7 @@ impl Store {
                 instance_id,
                 shared_url: Some(url.to_string()),
             },
-            Box::new(writes),
+            Box::new(move || Box::new(writes) as Box<dyn WriteStorage>),
         ))
     }
 

@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::boundary::{
-    Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, Outcomes, Records, Remembered,
-    Storage, Tokens, WriteStorage,
+    Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, OpenWrites, Outcomes, Records,
+    Remembered, Storage, Tokens, WriteStorage,
 };
 use crate::store::StorageHealth;
 
@@ -305,7 +305,7 @@ pub struct Writer {
 impl Writer {
     /// Starts the writer thread on `writes`, the write side of migrated storage.
     pub fn spawn(
-        writes: Box<dyn WriteStorage>,
+        writes: OpenWrites,
         health: Arc<StorageHealth>,
         clock: Arc<dyn Clock>,
     ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
@@ -323,6 +323,7 @@ impl Writer {
         let handle = std::thread::Builder::new()
             .name("baton-writer".into())
             .spawn(move || {
+                let writes = writes();
                 let started: Result<WriterLoop> = (|| {
                     let revision = writes.storage().head_revision()?;
                     let shared = writes.shared();
