@@ -113,11 +113,9 @@ impl<C: Sql> Agents for C {
     }
 
     fn agent_names(&self) -> Result<Vec<String>> {
-        Ok(self
-            .conn()
-            .prepare_cached("SELECT name FROM agents ORDER BY name")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?)
+        Ok(self.with("SELECT name FROM agents ORDER BY name", |s| {
+            s.query_map([], |r| r.get(0))?.collect()
+        })?)
     }
 
     fn insert_message(&self, m: &MessageRow, to: &[String]) -> Result<()> {
@@ -152,16 +150,16 @@ impl<C: Sql> Agents for C {
     }
 
     fn inbox(&self, name: &str, after: u64, limit: u64) -> Result<Vec<MessageRow>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT m.seq, m.message_id, m.sender, m.recipients, m.subject, m.body, m.thread_id,
+        Ok(self.with(
+            "SELECT m.seq, m.message_id, m.sender, m.recipients, m.subject, m.body, m.thread_id,
                         m.reply_to, m.sent_at
                  FROM inbox i JOIN messages m ON m.seq = i.seq
                  WHERE i.name = ?1 AND i.seq > ?2 ORDER BY i.seq LIMIT ?3 + 0",
-            )?
-            .query_map(params![name, after, limit], message_row)?
-            .collect::<rusqlite::Result<_>>()?)
+            |s| {
+                s.query_map(params![name, after, limit], message_row)?
+                    .collect()
+            },
+        )?)
     }
 
     fn inbox_count(&self, name: &str, after: u64, up_to: Option<u64>) -> Result<u64> {

@@ -66,15 +66,14 @@ impl SqliteWrites {
             return Ok(());
         }
         self.changes_at_outcome_check = changes;
-        let past_mark: i64 = self
-            .conn
-            .conn()
-            .prepare_cached(concat!(
+        let past_mark: i64 = self.conn.with(
+            concat!(
                 "SELECT ",
                 super::meta::head_revision_sql!(),
                 " - (SELECT value FROM meta WHERE name = 'lock_outcomes_through')"
-            ))?
-            .query_row([], |r| r.get(0))?;
+            ),
+            |s| s.query_row([], |r| r.get(0)),
+        )?;
         if past_mark >= leases::OUTCOMES_REPLAY_SPAN {
             self.outcomes.store(&self.conn)?;
         }

@@ -12,14 +12,20 @@ use super::sql::Sql;
 impl<C: Sql> Remembered for C {
     fn remembered(&self, key: &str) -> Result<Option<RememberedAnswer>> {
         Ok(self
-            .with("SELECT method, request_hash, response, created_at FROM idempotency WHERE idempotency_key = ?1", |s| s.query_row([key], |r| {
-                Ok(RememberedAnswer {
-                    method: r.get(0)?,
-                    request_hash: r.get(1)?,
-                    response: r.get(2)?,
-                    created_at_ms: r.get(3)?,
-                })
-            }))
+            .with(
+                "SELECT method, request_hash, response, created_at FROM idempotency
+                 WHERE idempotency_key = ?1",
+                |s| {
+                    s.query_row([key], |r| {
+                        Ok(RememberedAnswer {
+                            method: r.get(0)?,
+                            request_hash: r.get(1)?,
+                            response: r.get(2)?,
+                            created_at_ms: r.get(3)?,
+                        })
+                    })
+                },
+            )
             .optional()?)
     }
 
@@ -31,8 +37,12 @@ impl<C: Sql> Remembered for C {
         response: &str,
         at_ms: i64,
     ) -> Result<()> {
-        self.with("INSERT OR REPLACE INTO idempotency (idempotency_key, method, request_hash, response, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)", |s| s.execute(params![key, method, request_hash, response, at_ms]))?;
+        self.with(
+            "INSERT OR REPLACE INTO idempotency
+                    (idempotency_key, method, request_hash, response, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            |s| s.execute(params![key, method, request_hash, response, at_ms]),
+        )?;
         Ok(())
     }
 

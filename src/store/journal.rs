@@ -26,19 +26,25 @@ const SCAN_BUDGET: u64 = 10_000;
 
 impl<C: Sql> Journal for C {
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
-        self.with("INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)", |s| s.execute(params![
-            seq,
-            event.kind,
-            at_ms,
-            event.actor,
-            event.namespace,
-            event.key,
-            event.resource_key,
-            event.task_id,
-            event.node_id,
-            event.data
-        ]))?;
+        self.with(
+            "INSERT INTO events
+                    (seq, type, at, actor, namespace, key, resource_key, task_id, node_id, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            |s| {
+                s.execute(params![
+                    seq,
+                    event.kind,
+                    at_ms,
+                    event.actor,
+                    event.namespace,
+                    event.key,
+                    event.resource_key,
+                    event.task_id,
+                    event.node_id,
+                    event.data
+                ])
+            },
+        )?;
         Ok(())
     }
 

@@ -60,16 +60,21 @@ fn summary(r: &Row<'_>) -> rusqlite::Result<TaskSummary> {
 
 impl<C: Sql> Nodes for C {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()> {
-        self.with("INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
+        self.with(
+            "INSERT INTO tasks (task_id, goal, context, status, created_at, updated_at, created_seq,
                                 unfinished_nodes)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)", |s| s.execute(params![
-            task.task_id,
-            task.goal,
-            task.context,
-            task.at_ms,
-            task.seq,
-            task.nodes.len()
-        ]))?;
+             VALUES (?1, ?2, ?3, 'running', ?4, ?4, ?5, ?6)",
+            |s| {
+                s.execute(params![
+                    task.task_id,
+                    task.goal,
+                    task.context,
+                    task.at_ms,
+                    task.seq,
+                    task.nodes.len()
+                ])
+            },
+        )?;
         let mut insert = self.conn().prepare_cached(
             "INSERT INTO nodes (task_id, node_id, position, name, payload, dependencies, max_attempts,
                                 state, remaining_deps, runnable_since, updated_at, priority,
@@ -173,7 +178,11 @@ impl<C: Sql> Nodes for C {
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
         let running = self
-            .with("SELECT 1 FROM nodes INDEXED BY nodes_running WHERE task_id = ?1 AND state = 'RUNNING'", |s| s.query_row([task_id], |_| Ok(())))
+            .with(
+                "SELECT 1 FROM nodes INDEXED BY nodes_running
+                 WHERE task_id = ?1 AND state = 'RUNNING'",
+                |s| s.query_row([task_id], |_| Ok(())),
+            )
             .optional()?
             .is_some();
         if running {
@@ -190,22 +199,25 @@ impl<C: Sql> Nodes for C {
     }
 
     fn release_hold(&self, task_id: &str, node_id: &str, seq: i64) -> Result<bool> {
-        let changed = self
-            .with("UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
+        let changed = self.with(
+            "UPDATE nodes SET remaining_deps = remaining_deps - 1, ready_at = NULL,
                         runnable_since = ?3
-                 WHERE task_id = ?1 AND node_id = ?2 AND ready_at IS NOT NULL AND state = 'PENDING'", |s| s.execute(params![task_id, node_id, seq]))?;
+                 WHERE task_id = ?1 AND node_id = ?2 AND ready_at IS NOT NULL
+                   AND state = 'PENDING'",
+            |s| s.execute(params![task_id, node_id, seq]),
+        )?;
         Ok(changed > 0)
     }
 
     fn held_nodes(&self) -> Result<Vec<(String, String, i64)>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT task_id, node_id, ready_at FROM nodes INDEXED BY nodes_delayed
+        Ok(self.with(
+            "SELECT task_id, node_id, ready_at FROM nodes INDEXED BY nodes_delayed
                  WHERE ready_at IS NOT NULL AND state = 'PENDING'",
-            )?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?)
+            |s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect()
+            },
+        )?)
     }
 
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>> {
@@ -237,64 +249,52 @@ impl<C: Sql> Nodes for C {
         node_id: &str,
         lease: &NodeLeaseGrant<'_>,
     ) -> Result<StartedNode> {
-        let (name, payload, dependencies, attempts, max_attempts, goal, task_context): (
-            Option<String>,
-            Option<String>,
-            String,
-            u32,
-            u32,
-            String,
-            Option<String>,
-        ) = {
-            // A write and a point read: SQLite gathers RETURNING's output in a temporary
-            // table of its own, which cost more than both.
-            self.with(
-                "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
-                        lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
-                        lease_token_id = ?7, lease_session_id = ?8
-                 WHERE task_id = ?1 AND node_id = ?2",
-                |s| {
-                    s.execute(params![
-                        task_id,
-                        node_id,
-                        lease.lease_id,
-                        lease.owner,
-                        lease.expires_at,
-                        lease.at_ms,
-                        lease.token_id,
-                        lease.session_id
-                    ])
-                },
-            )?;
-            // The task's goal and context in the same read (a worker is told them).
-            self.with(
-                "SELECT n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
-                        t.goal, t.context
-                 FROM nodes n JOIN tasks t ON t.task_id = n.task_id
-                 WHERE n.task_id = ?1 AND n.node_id = ?2",
-                |s| {
-                    s.query_row(params![task_id, node_id], |r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                            r.get(6)?,
-                        ))
-                    })
-                },
-            )?
-        };
+        // A write and a point read: SQLite gathers RETURNING's output in a temporary table
+        // of its own, which cost more than both.
+        self.with(
+            "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
+                    lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
+                    lease_token_id = ?7, lease_session_id = ?8
+             WHERE task_id = ?1 AND node_id = ?2",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    node_id,
+                    lease.lease_id,
+                    lease.owner,
+                    lease.expires_at,
+                    lease.at_ms,
+                    lease.token_id,
+                    lease.session_id
+                ])
+            },
+        )?;
+        // The task's goal and context in the same read (a worker is told them).
+        let (dependencies, started): (String, StartedNode) = self.with(
+            "SELECT n.dependencies, n.name, n.payload, n.attempts, n.max_attempts,
+                    t.goal, t.context
+             FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+             WHERE n.task_id = ?1 AND n.node_id = ?2",
+            |s| {
+                s.query_row(params![task_id, node_id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        StartedNode {
+                            name: r.get(1)?,
+                            payload: r.get(2)?,
+                            dependencies: Vec::new(),
+                            attempts: r.get(3)?,
+                            max_attempts: r.get(4)?,
+                            goal: r.get(5)?,
+                            task_context: r.get(6)?,
+                        },
+                    ))
+                })
+            },
+        )?;
         Ok(StartedNode {
-            name,
-            payload,
             dependencies: serde_json::from_str(&dependencies)?,
-            attempts,
-            max_attempts,
-            goal,
-            task_context,
+            ..started
         })
     }
 
@@ -314,21 +314,26 @@ impl<C: Sql> Nodes for C {
     }
 
     fn change_node(&self, task_id: &str, node_id: &str, c: &NodeChange<'_>) -> Result<()> {
-        self.with("UPDATE nodes SET state = ?3, result = COALESCE(?4, result), error = COALESCE(?5, error),
-                    runnable_since = COALESCE(?6, runnable_since), lease_id = NULL, lease_token_id = NULL,
-                    lease_session_id = NULL, ready_at = ?8,
-                    remaining_deps = remaining_deps + (?8 IS NOT NULL),
+        self.with(
+            "UPDATE nodes SET state = ?3, result = COALESCE(?4, result),
+                    error = COALESCE(?5, error), runnable_since = COALESCE(?6, runnable_since),
+                    lease_id = NULL, lease_token_id = NULL, lease_session_id = NULL,
+                    ready_at = ?8, remaining_deps = remaining_deps + (?8 IS NOT NULL),
                     lease_owner = NULL, lease_expires_at = NULL, updated_at = ?7
-             WHERE task_id = ?1 AND node_id = ?2", |s| s.execute(params![
-            task_id,
-            node_id,
-            c.state.as_str(),
-            c.result,
-            c.error,
-            c.runnable_since,
-            c.at_ms,
-            c.ready_at
-        ]))?;
+             WHERE task_id = ?1 AND node_id = ?2",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    node_id,
+                    c.state.as_str(),
+                    c.result,
+                    c.error,
+                    c.runnable_since,
+                    c.at_ms,
+                    c.ready_at
+                ])
+            },
+        )?;
         Ok(())
     }
 
@@ -382,11 +387,10 @@ impl<C: Sql> Nodes for C {
     }
 
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>> {
-        Ok(self
-            .conn()
-            .prepare_cached("SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'RUNNING'")?
-            .query_map([task_id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?)
+        Ok(self.with(
+            "SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'RUNNING'",
+            |s| s.query_map([task_id], |r| r.get(0))?.collect(),
+        )?)
     }
 
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
@@ -400,47 +404,51 @@ impl<C: Sql> Nodes for C {
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
-            )?
-            .query_map([], |r| {
-                Ok(NodeLease {
-                    task_id: r.get(0)?,
-                    node_id: r.get(1)?,
-                    lease_id: r.get(2)?,
-                    expires_at: r.get(3)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?)
+        Ok(self.with(
+            "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes
+                 WHERE state = 'RUNNING'",
+            |s| {
+                s.query_map([], |r| {
+                    Ok(NodeLease {
+                        task_id: r.get(0)?,
+                        node_id: r.get(1)?,
+                        lease_id: r.get(2)?,
+                        expires_at: r.get(3)?,
+                    })
+                })?
+                .collect()
+            },
+        )?)
     }
 
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT task_id, node_id FROM nodes WHERE lease_session_id = ?1 AND state = 'RUNNING'
+        Ok(self.with(
+            "SELECT task_id, node_id FROM nodes WHERE lease_session_id = ?1 AND state = 'RUNNING'
                  ORDER BY task_id, node_id",
-            )?
-            .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
+            |s| {
+                s.query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            },
+        )?)
     }
 
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT task_id, node_id FROM nodes INDEXED BY nodes_running
+        Ok(self.with(
+            "SELECT task_id, node_id FROM nodes INDEXED BY nodes_running
                  WHERE state = 'RUNNING' AND lease_owner = ?1 ORDER BY task_id, node_id",
-            )?
-            .query_map([owner], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
+            |s| {
+                s.query_map([owner], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            },
+        )?)
     }
 
     fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
         let Some(task) = self
-            .with("SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1", |s| s.query_row([task_id], summary))
+            .with(
+                "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
+                |s| s.query_row([task_id], summary),
+            )
             .optional()?
         else {
             return Ok(None);

@@ -84,21 +84,30 @@ impl<C: Sql> Records for C {
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
         let deleted = v.value.is_none();
-        self.with("INSERT INTO history_log (revision, namespace, key, version, value, updated_by, updated_at,
-                                      deleted, prev)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", |s| s.execute(params![
-            v.revision,
-            v.namespace,
-            v.key,
-            v.version,
-            v.value,
-            v.updated_by,
-            v.at_ms,
-            deleted,
-            v.previous_revision
-        ]))?;
+        self.with(
+            "INSERT INTO history_log (revision, namespace, key, version, value, updated_by,
+                                      updated_at, deleted, prev)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            |s| {
+                s.execute(params![
+                    v.revision,
+                    v.namespace,
+                    v.key,
+                    v.version,
+                    v.value,
+                    v.updated_by,
+                    v.at_ms,
+                    deleted,
+                    v.previous_revision
+                ])
+            },
+        )?;
         if v.version.is_multiple_of(HISTORY_MARK_EVERY) {
-            self.with("INSERT INTO history_marks (namespace, key, version, revision) VALUES (?1, ?2, ?3, ?4)", |s| s.execute(params![v.namespace, v.key, v.version, v.revision]))?;
+            self.with(
+                "INSERT INTO history_marks (namespace, key, version, revision)
+                 VALUES (?1, ?2, ?3, ?4)",
+                |s| s.execute(params![v.namespace, v.key, v.version, v.revision]),
+            )?;
         }
         // The batch read the key's row already: an update or an insert, not an upsert
         // that looks the key up twice.
@@ -268,13 +277,13 @@ impl<C: Sql> Records for C {
     }
 
     fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>> {
-        Ok(self
-            .conn()
-            .prepare_cached(
-                "SELECT namespace, key FROM records WHERE session_id = ?1 AND deleted = 0
+        Ok(self.with(
+            "SELECT namespace, key FROM records WHERE session_id = ?1 AND deleted = 0
                  ORDER BY namespace, key",
-            )?
-            .query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?)
+            |s| {
+                s.query_map([session_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            },
+        )?)
     }
 }
