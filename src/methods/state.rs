@@ -8,7 +8,6 @@ use serde_json::value::RawValue;
 
 use super::writer::WriteCtx;
 use super::Presented;
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
@@ -241,9 +240,6 @@ pub fn clear_namespace(
             version: *version,
             revision: *revision,
             deleted: false,
-            value: None,
-            updated_by: None,
-            updated_at_ms: 0,
         };
         write_version(
             ctx,
@@ -274,18 +270,24 @@ fn live_version(stored: Option<&StoredVersion>) -> u64 {
 
 /// The 409 a failed compare-and-set answers with, carrying what is stored now.
 fn conflict(
+    records: &dyn Records,
     namespace: &str,
     key: &str,
     expected: u64,
     stored: Option<&StoredVersion>,
 ) -> Result<Error> {
-    let live = stored.filter(|c| !c.deleted);
     let actual_version = live_version(stored);
+    // Read only now: a write that passes its compare needs none of it. The same batch,
+    // so the same row `stored` came from.
+    let live = match actual_version {
+        0 => None,
+        _ => records.live(namespace, key)?,
+    };
     // The stored text, so the value comes back digit for digit, as Get shows it.
-    let actual_value = RawValue::from_string(
-        live.and_then(|c| c.value.clone())
-            .unwrap_or_else(|| "null".into()),
-    )?;
+    let actual_value = match &live {
+        Some(record) => record.value.clone(),
+        None => RawValue::from_string("null".into())?,
+    };
     let (message, hint) = if expected == 0 {
         (
             format!("{namespace}/{key} already exists at version {actual_version}; it was not overwritten"),
@@ -307,14 +309,12 @@ fn conflict(
     data.insert("key".into(), key.into());
     data.insert("expected_version".into(), expected.into());
     data.insert("actual_version".into(), actual_version.into());
-    data.insert(
-        "actual_updated_by".into(),
-        live.and_then(|c| c.updated_by.clone()).into(),
-    );
-    data.insert(
-        "actual_updated_at".into(),
-        live.map(|c| format_ms(c.updated_at_ms)).into(),
-    );
+    let (updated_by, updated_at) = match live {
+        Some(record) => (record.updated_by, Some(record.updated_at)),
+        None => (None, None),
+    };
+    data.insert("actual_updated_by".into(), updated_by.into());
+    data.insert("actual_updated_at".into(), updated_at.into());
     data.insert("hint".into(), hint.clone().into());
     Ok(Error::Conflict {
         message: format!("{message}; {hint}"),
@@ -407,7 +407,13 @@ fn put(
     let stored = ctx.records().stored(namespace, key)?;
     if let Some(expected) = expected {
         if live_version(stored.as_ref()) != expected {
-            return Err(conflict(namespace, key, expected, stored.as_ref())?);
+            return Err(conflict(
+                ctx.records(),
+                namespace,
+                key,
+                expected,
+                stored.as_ref(),
+            )?);
         }
     }
     write_version(ctx, namespace, key, value, origin, stored.as_ref())
@@ -425,7 +431,13 @@ fn delete_key(
     let live = live_version(stored.as_ref());
     if let Some(expected) = expected {
         if live != expected {
-            return Err(conflict(namespace, key, expected, stored.as_ref())?);
+            return Err(conflict(
+                ctx.records(),
+                namespace,
+                key,
+                expected,
+                stored.as_ref(),
+            )?);
         }
     }
     if live == 0 {

@@ -33,18 +33,14 @@ pub struct NewEvent<'a> {
     pub data: &'a str,
 }
 
-/// A key's stored row: its live value, or the tombstone a delete left.
-#[derive(Debug, Clone)]
+/// A key's stored row, live or the tombstone a delete left: what a write needs of it. The
+/// value and who wrote it are read only when a compare fails ([`Records::live`]).
+#[derive(Debug, Clone, Copy)]
 pub struct StoredVersion {
     pub version: u64,
     /// The revision that wrote this row.
     pub revision: u64,
     pub deleted: bool,
-    /// JSON text (None on a tombstone).
-    pub value: Option<String>,
-    pub updated_by: Option<String>,
-    /// Epoch milliseconds.
-    pub updated_at_ms: i64,
 }
 
 /// One version to store: the key's current row becomes this, and it joins the history.
@@ -66,7 +62,8 @@ pub struct NewVersion<'a> {
 
 /// Versioned records: the current row of each key and every version it had.
 pub trait Records {
-    /// The key's current row, live or tombstone.
+    /// The key's current row, live or tombstone: its version, revision and whether it is
+    /// deleted.
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>>;
     /// The key's live record (a tombstone is absence).
     fn live(&self, namespace: &str, key: &str) -> Result<Option<RecordState>>;

@@ -53,17 +53,13 @@ impl<C: Sql> Records for C {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
         Ok(self
             .with(
-                "SELECT version, deleted, value, updated_by, updated_at, revision FROM records
-                 WHERE namespace = ?1 AND key = ?2",
+                "SELECT version, deleted, revision FROM records WHERE namespace = ?1 AND key = ?2",
                 |s| {
                     s.query_row(params![namespace, key], |r| {
                         Ok(StoredVersion {
                             version: r.get(0)?,
-                            revision: r.get(5)?,
+                            revision: r.get(2)?,
                             deleted: r.get(1)?,
-                            value: r.get(2)?,
-                            updated_by: r.get(3)?,
-                            updated_at_ms: r.get(4)?,
                         })
                     })
                 },

@@ -31,17 +31,13 @@ fn record_state(row: &Row, first: usize) -> Result<RecordState> {
 impl Records for PgConn {
     fn stored(&self, namespace: &str, key: &str) -> Result<Option<StoredVersion>> {
         let row = self.query_opt(
-            "SELECT version, deleted, value, updated_by, updated_at, revision FROM records
-             WHERE namespace = $1 AND key = $2",
+            "SELECT version, deleted, revision FROM records WHERE namespace = $1 AND key = $2",
             &[&namespace, &key],
         )?;
         Ok(row.map(|r| StoredVersion {
             version: u(r.get(0)),
-            revision: u(r.get(5)),
+            revision: u(r.get(2)),
             deleted: r.get(1),
-            value: r.get(2),
-            updated_by: r.get(3),
-            updated_at_ms: r.get(4),
         }))
     }
 
