@@ -205,12 +205,42 @@ fn cpu_us(pid: &str, thread: &str) -> (f64, f64) {
     (all, named)
 }
 
+/// Times the threads of process `pid` went to sleep and were woken (their voluntary
+/// context switches: waiting for a socket, a channel, a lock or the disk), all of them and
+/// those of the thread named `thread`. Exited threads are not counted; batond's live as
+/// long as it does.
+fn wakeups(pid: &str, thread: &str) -> (f64, f64) {
+    let (mut all, mut named) = (0.0, 0.0);
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let path = task.path();
+        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+        let count = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        all += count;
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim() == thread {
+            named += count;
+        }
+    }
+    (all, named)
+}
+
 /// CPU spent per operation by batond (all threads, and its writer thread) and by this
-/// client while `load` ran `ops` operations: where a load's time goes.
+/// client while `load` ran `ops` operations, and how often batond's threads slept and were
+/// woken per operation: where a load's time goes.
 pub struct CpuPerOp {
     daemon: f64,
     writer: f64,
     client: f64,
+    daemon_wakeups: f64,
+    writer_wakeups: f64,
 }
 
 impl CpuPerOp {
@@ -222,14 +252,18 @@ impl CpuPerOp {
         let pid = daemon_pid.to_string();
         let (d0, w0) = cpu_us(&pid, "baton-writer");
         let (c0, _) = cpu_us("self", "");
+        let (dw0, ww0) = wakeups(&pid, "baton-writer");
         let out = load.await;
         let (d1, w1) = cpu_us(&pid, "baton-writer");
         let (c1, _) = cpu_us("self", "");
+        let (dw1, ww1) = wakeups(&pid, "baton-writer");
         let n = ops(&out).max(1.0);
         let per_op = CpuPerOp {
             daemon: (d1 - d0) / n,
             writer: (w1 - w0) / n,
             client: (c1 - c0) / n,
+            daemon_wakeups: (dw1 - dw0) / n,
+            writer_wakeups: (ww1 - ww0) / n,
         };
         (out, per_op)
     }
@@ -238,8 +272,8 @@ impl CpuPerOp {
         Row {
             name,
             figure: format!(
-                "batond {:.1} us (writer {:.1} us), client {:.1} us",
-                self.daemon, self.writer, self.client
+                "batond {:.1} us (writer {:.1} us), client {:.1} us; batond woken {:.2} (writer {:.2})",
+                self.daemon, self.writer, self.client, self.daemon_wakeups, self.writer_wakeups
             ),
             target: "-".into(),
             pass: None,
