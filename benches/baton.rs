@@ -163,6 +163,19 @@ fn disk_sync_us(dir: &Path) -> (f64, f64) {
     )
 }
 
+/// The live threads of process `pid`: each one's name and its `/proc` folder.
+fn threads(pid: &str) -> impl Iterator<Item = (String, std::path::PathBuf)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|task| {
+            let path = task.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            (comm.trim().to_string(), path)
+        })
+}
+
 /// CPU time (user and system) process `pid` has used, in microseconds, and its thread
 /// named `thread` (from the scheduler's per-thread account, which is exact where the
 /// clock-tick counters of `/proc/PID/stat` are coarse; those count exited threads too).
@@ -183,14 +196,8 @@ fn cpu_us(pid: &str, thread: &str) -> (f64, f64) {
     // utime and stime are the 14th and 15th fields, 12th and 13th after the name.
     let all = (ticks(11) + ticks(12)) / hz * 1e6;
     let mut named = 0.0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let path = task.path();
-        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if comm.trim() == thread {
+    for (comm, path) in threads(pid) {
+        if comm == thread {
             named += std::fs::read_to_string(path.join("schedstat"))
                 .ok()
                 .and_then(|s| {
@@ -211,12 +218,7 @@ fn cpu_us(pid: &str, thread: &str) -> (f64, f64) {
 /// long as it does.
 fn wakeups(pid: &str, thread: &str) -> (f64, f64) {
     let (mut all, mut named) = (0.0, 0.0);
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let path = task.path();
+    for (comm, path) in threads(pid) {
         let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
         let count = status
             .lines()
@@ -224,8 +226,7 @@ fn wakeups(pid: &str, thread: &str) -> (f64, f64) {
             .and_then(|n| n.trim().parse::<f64>().ok())
             .unwrap_or(0.0);
         all += count;
-        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if comm.trim() == thread {
+        if comm == thread {
             named += count;
         }
     }

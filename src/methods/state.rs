@@ -268,6 +268,23 @@ fn live_version(stored: Option<&StoredVersion>) -> u64 {
     stored.filter(|s| !s.deleted).map_or(0, |s| s.version)
 }
 
+/// Nothing when no version is expected or `expected` is the key's live version; else the
+/// 409 of [`conflict`].
+fn compare(
+    ctx: &WriteCtx<'_>,
+    namespace: &str,
+    key: &str,
+    expected: Option<u64>,
+    stored: Option<&StoredVersion>,
+) -> Result<()> {
+    match expected {
+        Some(expected) if live_version(stored) != expected => {
+            Err(conflict(ctx.records(), namespace, key, expected, stored)?)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The 409 a failed compare-and-set answers with, carrying what is stored now.
 fn conflict(
     records: &dyn Records,
@@ -405,17 +422,7 @@ fn put(
     expected: Option<u64>,
 ) -> Result<Written> {
     let stored = ctx.records().stored(namespace, key)?;
-    if let Some(expected) = expected {
-        if live_version(stored.as_ref()) != expected {
-            return Err(conflict(
-                ctx.records(),
-                namespace,
-                key,
-                expected,
-                stored.as_ref(),
-            )?);
-        }
-    }
+    compare(ctx, namespace, key, expected, stored.as_ref())?;
     write_version(ctx, namespace, key, value, origin, stored.as_ref())
 }
 
@@ -428,18 +435,8 @@ fn delete_key(
     expected: Option<u64>,
 ) -> Result<DeleteResult> {
     let stored = ctx.records().stored(namespace, key)?;
+    compare(ctx, namespace, key, expected, stored.as_ref())?;
     let live = live_version(stored.as_ref());
-    if let Some(expected) = expected {
-        if live != expected {
-            return Err(conflict(
-                ctx.records(),
-                namespace,
-                key,
-                expected,
-                stored.as_ref(),
-            )?);
-        }
-    }
     if live == 0 {
         return Ok(DeleteResult {
             deleted: false,
