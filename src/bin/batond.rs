@@ -9,6 +9,12 @@ use clap::Parser;
 use baton::clock::{Clock, ManualClock, SystemClock};
 use baton::config::{Config, Flags};
 
+/// jemalloc: a request's memory is allocated on a connection thread and freed on the
+/// writer, and glibc's malloc frees it under the other thread's arena lock (see
+/// Cargo.toml).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Baton: the local coordination daemon for multi-agent AI systems.
 #[derive(Parser)]
 #[command(version, about, long_about = None, args_override_self = true)]
