@@ -14,7 +14,9 @@ use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 use super::leases::{self, HeldOutcomes};
 use super::sql::{Sql, WriterConn};
 
-/// Prepared statements kept per connection (the default 16 is fewer than the writer uses).
+/// Statements rusqlite's cache keeps per connection: a read connection's, and the writer's
+/// built at run time or walked row by row (the rest it keeps itself, `store::sql`). The
+/// default 16 is fewer than the reads use.
 pub const STATEMENT_CACHE: usize = 64;
 
 /// The writer's connection: SQLite's side of [`WriteStorage`]. BEGIN and COMMIT run
