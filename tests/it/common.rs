@@ -56,13 +56,18 @@ pub mod postgres {
     }
 
     fn admin<T>(sql: &str, then: impl FnOnce() -> T) -> T {
+        run_sql(&server_url(), sql);
+        then()
+    }
+
+    /// Runs `sql` on the database at `url`.
+    fn run_sql(url: &str, sql: &str) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a runtime");
-        let url = server_url();
         runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
                 .await
                 .unwrap_or_else(|e| {
                     panic!(
@@ -75,7 +80,6 @@ pub mod postgres {
                 .await
                 .unwrap_or_else(|e| panic!("{sql}: {e}"));
         });
-        then()
     }
 
     /// A database of its own, dropped (with every connection to it) when this is.
@@ -99,6 +103,11 @@ pub mod postgres {
                 ),
                 || (),
             );
+        }
+
+        /// Runs `sql` in it, as an operator with psql would.
+        pub fn execute(&self, sql: &str) {
+            run_sql(&self.url(), sql);
         }
 
         /// Its URL, for `BATON_DATABASE_URL`.

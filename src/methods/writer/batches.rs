@@ -204,6 +204,16 @@ impl WriterLoop {
     pub(super) fn recover_leases(&mut self) -> Result<()> {
         let mono_now = self.clock.monotonic();
         self.writes.begin(&Foreseen::default())?;
+        // The head as it stands now that this batch holds the writer lock: on a shared
+        // database another daemon may have committed since this one read it at start-up,
+        // and storing that older head would move it backwards and hand its seqs out again.
+        self.memory.revision = match self.writes.storage().head_revision() {
+            Ok(head) => head,
+            Err(err) => {
+                self.writes.rollback();
+                return Err(err);
+            }
+        };
         let now_ms = self.batch_time(self.clock.wall_ms());
         let recovered = (|| {
             let mut deferred = Vec::new();

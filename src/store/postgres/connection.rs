@@ -184,7 +184,8 @@ impl WriteStorage for PgWrites {
             (
                 "SELECT name, value FROM meta
                  WHERE name IN ('revision', 'fencing_token', 'locks_epoch', 'tasks_epoch',
-                                'agents_epoch')",
+                                'agents_epoch')
+                 UNION ALL SELECT 'journal_seq', COALESCE(max(seq), 0) FROM events",
                 &[],
             ),
             (&leases_sql, &locks_seen),
@@ -211,7 +212,24 @@ impl WriteStorage for PgWrites {
                 .find(|r| r.get::<_, &str>(0) == name)
                 .map(|r| r.get::<_, i64>(1))
         };
-        self.conn.hint_head(value("revision"));
+        let mut head = value("revision");
+        if let (Some(stored), Some(last)) = (head, value("journal_seq")) {
+            if last > stored {
+                // The journal holds events above the stored head: handing out the head's
+                // next revisions would reuse their seqs. The head is the last event's seq;
+                // it is stored with this batch.
+                tracing::warn!(
+                    stored_head = stored,
+                    last_seq = last,
+                    "the stored head revision was behind the journal (a daemon that stored an older head, from a version before this fix); the head is now the journal's last seq"
+                );
+                self.conn.defer(format!(
+                    "UPDATE meta SET value = GREATEST(value, {last}) WHERE name = 'revision'"
+                ));
+                head = Some(last);
+            }
+        }
+        self.conn.hint_head(head);
         if let Some(last) = value("fencing_token") {
             self.conn.set_fence_hint(last);
         }

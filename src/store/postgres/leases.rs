@@ -157,7 +157,7 @@ impl Leases for PgConn {
     fn store_fencing_token(&self, last: u64) -> Result<()> {
         self.set_fence_hint(i(last));
         self.touch(super::LOCKS).defer(format!(
-            "UPDATE meta SET value = {last} WHERE name = 'fencing_token'"
+            "UPDATE meta SET value = GREATEST(value, {last}) WHERE name = 'fencing_token'"
         ));
         Ok(())
     }

@@ -18,7 +18,7 @@ impl Meta for PgConn {
 
     fn set_head_revision(&self, revision: i64) -> Result<()> {
         self.defer(format!(
-            "UPDATE meta SET value = {revision} WHERE name = 'revision'"
+            "UPDATE meta SET value = GREATEST(value, {revision}) WHERE name = 'revision'"
         ));
         Ok(())
     }
