@@ -4,11 +4,11 @@
 //! RevokeToken. What each grant allows is in `scopes`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
 use crate::clock::format_ms;
@@ -40,8 +40,18 @@ pub struct Principal {
     pub name: String,
     pub scopes: Scopes,
     pub expires_at_ms: Option<i64>,
-    /// Set when the token is revoked; shared by every connection using it.
-    revoked: Arc<AtomicBool>,
+    /// Cancelled when the token is revoked or expires; shared by every connection using
+    /// it, which ends what it opened (subscriptions, waits) when it fires.
+    life: CancellationToken,
+    /// Counts the principals of the token (the registry forgets a token nobody uses).
+    _user: Arc<()>,
+}
+
+impl Principal {
+    /// Fires when the token is revoked or expires.
+    pub fn ended(&self) -> &CancellationToken {
+        &self.life
+    }
 }
 
 /// Who a connection acts as.
@@ -111,13 +121,14 @@ impl ConnectionAuth {
             }
             Access::Token(principal) => principal.clone(),
         };
-        let why = if principal.revoked.load(Ordering::Acquire) {
-            "was revoked"
-        } else if principal
+        let why = if principal
             .expires_at_ms
-            .is_some_and(|at| app.clock.wall_ms() >= at)
+            .is_some_and(|at| database_now_ms(app) >= at)
         {
+            principal.life.cancel();
             "has expired"
+        } else if principal.life.is_cancelled() {
+            "was revoked"
         } else {
             return Ok(Some(principal));
         };
@@ -126,6 +137,22 @@ impl ConnectionAuth {
             "the token `{}` {why}; authenticate again with a valid token (an admin creates one with `baton token create`)",
             principal.name
         )))
+    }
+
+    /// What ends when the connection's token is revoked or expires (None: not a token's).
+    pub fn token_life(&self) -> Option<CancellationToken> {
+        match &*self.access() {
+            Access::Token(principal) => Some(principal.life.clone()),
+            _ => None,
+        }
+    }
+
+    /// The token the connection acts with, if any, without judging it.
+    pub fn current(&self) -> Option<Arc<Principal>> {
+        match &*self.access() {
+            Access::Token(principal) => Some(principal.clone()),
+            _ => None,
+        }
     }
 
     /// A failed Authenticate: the connection is unauthenticated; returns the failures so far.
@@ -140,12 +167,37 @@ impl ConnectionAuth {
     }
 }
 
-/// Daemon-wide authentication state: which tokens were revoked while connections used
-/// them, and the rate limit of the failure log.
+/// Daemon-wide authentication state: the life of each token connections use (ended by
+/// revocation, on any daemon sharing the database, or by expiry), and the rate limit of
+/// the failure log.
 #[derive(Default)]
 pub struct Registry {
-    revoked: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    lives: Mutex<HashMap<String, Life>>,
+    /// Told when a token starts being used, so the watcher looks at its expiry.
+    used: tokio::sync::Notify,
     log: Mutex<FailureLog>,
+}
+
+/// A token in use: what ends with it, and when it expires.
+struct Life {
+    ended: CancellationToken,
+    expires_at_ms: Option<i64>,
+    /// One clone per principal of the token.
+    users: Arc<()>,
+}
+
+impl Life {
+    fn new(expires_at_ms: Option<i64>) -> Life {
+        Life {
+            ended: CancellationToken::new(),
+            expires_at_ms,
+            users: Arc::new(()),
+        }
+    }
+
+    fn unused(&self) -> bool {
+        Arc::strong_count(&self.users) == 1
+    }
 }
 
 #[derive(Default)]
@@ -158,15 +210,49 @@ struct FailureLog {
 const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl Registry {
-    /// The revocation flag of a token, shared by every connection that uses it.
-    fn flag(&self, token_id: &str) -> Arc<AtomicBool> {
-        let mut revoked = self.revoked.lock().unwrap_or_else(|e| e.into_inner());
-        revoked.entry(token_id.to_string()).or_default().clone()
+    fn lives(&self) -> std::sync::MutexGuard<'_, HashMap<String, Life>> {
+        self.lives.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Cuts off every connection using the token, at its next request.
+    /// The life of a token, shared by every connection that uses it, and a counted user.
+    fn life(&self, token_id: &str, expires_at_ms: Option<i64>) -> (CancellationToken, Arc<()>) {
+        let taken = {
+            let mut lives = self.lives();
+            let life = lives
+                .entry(token_id.to_string())
+                .or_insert_with(|| Life::new(expires_at_ms));
+            (life.ended.clone(), life.users.clone())
+        };
+        self.used.notify_one();
+        taken
+    }
+
+    /// Whether the token was seen revoked (or expired) by this daemon.
+    fn has_ended(&self, token_id: &str) -> bool {
+        self.lives()
+            .get(token_id)
+            .is_some_and(|life| life.ended.is_cancelled())
+    }
+
+    /// Ends the token: every connection using it is cut off and what it opened ends.
     fn revoke(&self, token_id: &str) {
-        self.flag(token_id).store(true, Ordering::Release);
+        self.lives()
+            .entry(token_id.to_string())
+            .or_insert_with(|| Life::new(None))
+            .ended
+            .cancel();
+    }
+
+    /// The tokens connections use now, live ones only, with their expiry; forgets those
+    /// nobody uses any more (an ended one is kept: it must stay refused).
+    fn in_use(&self) -> Vec<(String, Option<i64>)> {
+        let mut lives = self.lives();
+        lives.retain(|_, life| life.ended.is_cancelled() || !life.unused());
+        lives
+            .iter()
+            .filter(|(_, life)| !life.ended.is_cancelled())
+            .map(|(id, life)| (id.clone(), life.expires_at_ms))
+            .collect()
     }
 
     /// Logs a failed authentication, at most once per [`FAILURE_LOG_EVERY`] with a count of
@@ -189,6 +275,78 @@ impl Registry {
         );
         log.last_logged = Some(now);
         log.unlogged = 0;
+    }
+}
+
+/// The time tokens expire by: the shared database's clock (as for leases), else this
+/// daemon's.
+pub fn database_now_ms(app: &App) -> i64 {
+    app.writer.database_now_ms(app.clock.wall_ms())
+}
+
+/// How long the watcher waits, after a commit, before it looks again for tokens revoked
+/// through another daemon (a burst of commits costs one look).
+const REVOCATION_LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// Ends every token in use when it expires (by [`database_now_ms`]) and, on a database
+/// several daemons share, when another daemon revoked it: each commit anywhere moves this
+/// daemon's head, and a revocation is one. Connections then end what the token opened.
+pub async fn watch_tokens(app: Arc<App>, shared: bool, shutdown: CancellationToken) {
+    let mut head = app.writer.head();
+    let mut committed = false;
+    loop {
+        let in_use = app.auth.in_use();
+        let now_ms = database_now_ms(&app);
+        for (token_id, expires_at_ms) in &in_use {
+            if expires_at_ms.is_some_and(|at| now_ms >= at) {
+                app.auth.revoke(token_id);
+            }
+        }
+        if shared && committed && !in_use.is_empty() {
+            let ids: Vec<String> = in_use.iter().map(|(id, _)| id.clone()).collect();
+            let revoked = app.store.read(move |storage| {
+                let mut revoked = Vec::new();
+                for id in ids {
+                    if let Some(token) = storage.token_by_id(&id)? {
+                        if token.revoked_at_ms.is_some() {
+                            revoked.push(id);
+                        }
+                    }
+                }
+                Ok(revoked)
+            });
+            match revoked {
+                Ok(revoked) => revoked.iter().for_each(|id| app.auth.revoke(id)),
+                // Looked at again after the next commit.
+                Err(err) => tracing::debug!(%err, "cannot look for revoked tokens now"),
+            }
+        }
+        committed = false;
+        let next_expiry = in_use
+            .iter()
+            .filter_map(|(_, at)| *at)
+            .filter(|&at| at > now_ms)
+            .min()
+            .map(|at| app.clock.monotonic() + Duration::from_millis((at - now_ms) as u64));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = app.auth.used.notified() => {}
+            changed = head.changed(), if shared => {
+                if changed.is_err() {
+                    return;
+                }
+                committed = true;
+                tokio::time::sleep(REVOCATION_LOOK_EVERY).await;
+            }
+            _ = sleep_until(&app, next_expiry) => {}
+        }
+    }
+}
+
+async fn sleep_until(app: &App, at: Option<Duration>) {
+    match at {
+        Some(at) => app.clock.sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -240,11 +398,11 @@ pub fn token_scopes(app: &App, secret: &str) -> Result<Option<Scopes>> {
     let found = app
         .store
         .read_one_statement(|conn| conn.token_by_hash(&hash))?;
-    let now_ms = app.clock.wall_ms();
+    let now_ms = database_now_ms(app);
     let Some(token) = found.filter(|t| is_live(t, now_ms)) else {
         return Ok(None);
     };
-    if app.auth.flag(&token.token_id).load(Ordering::Acquire) {
+    if app.auth.has_ended(&token.token_id) {
         return Ok(None);
     }
     Scopes::parse(&token.scopes).map(Some)
@@ -262,12 +420,12 @@ impl Method for AuthenticateParams {
         let found = app
             .store
             .read_one_statement(|conn| conn.token_by_hash(&hash))?;
-        let now_ms = app.clock.wall_ms();
+        let now_ms = database_now_ms(app);
         let Some(token) = found.filter(|t| is_live(t, now_ms)) else {
             return Err(not_authenticated(cx));
         };
-        let revoked = app.auth.flag(&token.token_id);
-        if revoked.load(Ordering::Acquire) {
+        let (life, user) = app.auth.life(&token.token_id, token.expires_at_ms);
+        if life.is_cancelled() {
             return Err(not_authenticated(cx));
         }
         let result = AuthenticateResult {
@@ -281,7 +439,8 @@ impl Method for AuthenticateParams {
             name: token.name,
             scopes: Scopes::parse(&token.scopes)?,
             expires_at_ms: token.expires_at_ms,
-            revoked,
+            life,
+            _user: user,
         };
         *cx.connection.auth.access() = Access::Token(Arc::new(principal));
         // Bookkeeping, not state: no revision, no event; a failure only leaves it stale.
@@ -364,7 +523,7 @@ impl Method for ListTokensParams {
     type Output = ListTokensResult;
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        let now_ms = cx.app.clock.wall_ms();
+        let now_ms = database_now_ms(cx.app);
         Ok(read::<Self>(false, move |conn| {
             let tokens = conn
                 .all_tokens()?

@@ -256,13 +256,6 @@ fn give_memory_back() {
     }
 }
 
-fn notification(method: &str, params: serde_json::Value) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&serde_json::json!({"method": method, "params": params}))
-        .unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
 /// One subscription: pages through the journal after `since`, then follows the writer's
 /// head. Reads committed rows only, in seq order, so there is no gap and no duplicate.
 async fn stream_events(
@@ -297,9 +290,9 @@ async fn stream_events(
         let (events, next) = match page {
             Ok((_, oldest)) if last + 1 < oldest => {
                 // Compacted past what this subscriber has seen: it cannot go on gap-free.
-                let end = notification(
+                let end = crate::protocol::notification(
                     "SubscriptionEnded",
-                    serde_json::json!({
+                    &serde_json::json!({
                         "subscription_id": id,
                         "reason": "compacted",
                         "resume_from_seq": last,
@@ -326,16 +319,16 @@ async fn stream_events(
             events.len() as u64 >= SUBSCRIPTION_PAGE || page_bytes >= SUBSCRIPTION_PAGE_BYTES;
         for event in events {
             let seq = event.seq;
-            let line = notification(
+            let line = crate::protocol::notification(
                 "Event",
-                serde_json::json!({"subscription_id": id, "event": event}),
+                &serde_json::json!({"subscription_id": id, "event": event}),
             );
             match notify.try_send(line) {
                 Ok(()) => last = seq,
                 Err(super::NotifyError::Full) => {
-                    let end = notification(
+                    let end = crate::protocol::notification(
                         "SubscriptionEnded",
-                        serde_json::json!({
+                        &serde_json::json!({
                             "subscription_id": id,
                             "reason": "overflow",
                             "resume_from_seq": last,

@@ -68,12 +68,15 @@ impl ConnectionInfo {
         }
     }
 
-    /// Ends every subscription (the connection is closing).
-    pub fn end_subscriptions(&self) {
+    /// Ends every subscription (the connection is closing, or its token ended); their ids.
+    pub fn end_subscriptions(&self) -> Vec<String> {
         let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
-        for (_, token) in subs.drain() {
-            token.cancel();
-        }
+        subs.drain()
+            .map(|(id, token)| {
+                token.cancel();
+                id
+            })
+            .collect()
     }
 
     pub fn mark_lock_user(&self) {

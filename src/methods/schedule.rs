@@ -342,6 +342,25 @@ where
         }
     }
 
+    /// Takes, out of every queue, the waiters `take` says yes to (queues stay, even
+    /// empty); their deadlines lapse unused.
+    pub fn take_where(&mut self, mut take: impl FnMut(&W) -> bool) -> Vec<W> {
+        let mut taken = Vec::new();
+        for f in &mut self.families {
+            for q in f.queues.values_mut() {
+                let before = q.len();
+                let (out, kept): (VecDeque<_>, VecDeque<_>) =
+                    q.drain(..).partition(|w| take(&w.payload));
+                *q = kept;
+                let gone = before - q.len();
+                f.queued -= gone;
+                self.queued -= gone;
+                taken.extend(out.into_iter().map(|w| w.payload));
+            }
+        }
+        taken
+    }
+
     /// Waiters in all queues.
     pub fn queued(&self) -> usize {
         self.queued

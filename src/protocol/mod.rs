@@ -160,6 +160,14 @@ pub fn render(id: Option<&RawValue>, answer: &Result<Reply, Error>) -> Vec<u8> {
     }
 }
 
+/// A server-pushed line (`{"method", "params"}`, no id), with its newline.
+pub fn notification(method: &str, params: &serde_json::Value) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&serde_json::json!({"method": method, "params": params}))
+        .unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,6 +105,8 @@ pub async fn serve<R, W>(
     let fd = peer.fd;
     // After a half-close: how often to look whether the client has gone entirely.
     let mut hangup_check: Option<tokio::time::Interval> = None;
+    // Fires when the token the connection acts with is revoked or expires.
+    let mut token_life: Option<CancellationToken> = None;
 
     loop {
         if !reading && pending.is_empty() {
@@ -157,6 +159,7 @@ pub async fn serve<R, W>(
                     // Too many failed Authenticate calls: answer them, then hang up.
                     reading = false;
                 }
+                token_life = connection.auth.token_life().filter(|life| !life.is_cancelled());
                 let (line, written) = match answer {
                     Some(Line::Ready(line)) if pending.is_empty() => (line, None),
                     Some(Line::ReadyThen(line, written)) if pending.is_empty() => (line, Some(written)),
@@ -183,6 +186,10 @@ pub async fn serve<R, W>(
             }
             _ = shutdown.cancelled(), if reading => {
                 reading = false;
+            }
+            _ = ended(&token_life), if token_life.is_some() => {
+                token_life = None;
+                token_ended(&app, &connection);
             }
             _ = tick(&mut hangup_check), if !told_closed && hangup_check.is_some() => {
                 if peer_hung_up(fd) {
@@ -246,6 +253,29 @@ fn peer_hung_up(fd: std::os::fd::RawFd) -> bool {
     // SAFETY: one pollfd on a descriptor this connection owns, no waiting.
     let ready = unsafe { libc::poll(&mut poll, 1, 0) };
     ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
+}
+
+async fn ended(life: &Option<CancellationToken>) {
+    match life {
+        Some(life) => life.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The connection's token was revoked or expired: its subscriptions end with a last
+/// `Event {subscription_id, ended: "unauthorized"}` line, and its waits are answered 401.
+/// Its next request is 401 too (`ConnectionAuth::principal`).
+fn token_ended(app: &SharedApp, connection: &ConnectionInfo) {
+    for id in connection.end_subscriptions() {
+        let line = crate::protocol::notification(
+            "Event",
+            &serde_json::json!({"subscription_id": id, "ended": "unauthorized"}),
+        );
+        let _ = connection.notify.try_send(line);
+    }
+    if let Err(err) = crate::methods::locks::connection_unauthorized(app, connection.id) {
+        tracing::warn!(%err, connection = connection.id, "could not end the waits of a connection whose token ended; they end at their deadline");
+    }
 }
 
 /// Tells the writer a connection that used locks has closed. Returns true once told.

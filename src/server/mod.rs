@@ -454,6 +454,11 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let writer = app.writer.clone();
     app.store
         .watch_other_instances(move || writer.catch_up(), shutdown.clone());
+    tokio::spawn(crate::methods::auth::watch_tokens(
+        app.clone(),
+        app.store.backend() == "postgres",
+        shutdown.clone(),
+    ));
     if app.store.backend() == "postgres" {
         tokio::spawn(crate::methods::instances::keep_alive(
             app.clone(),

@@ -18,6 +18,7 @@ mod net;
 mod postgres;
 mod remote;
 mod remote_clients;
+mod revocation;
 mod scopes;
 mod shared_locks;
 mod state;

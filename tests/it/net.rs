@@ -126,6 +126,13 @@ impl NetClient {
         NetClient::over(Box::new(TcpStream::connect(addr).expect("connect")))
     }
 
+    /// Over TCP, with reads that fail (as a closed connection) after `timeout`.
+    pub fn tcp_timeout(addr: SocketAddr, timeout: std::time::Duration) -> NetClient {
+        let tcp = TcpStream::connect(addr).expect("connect");
+        tcp.set_read_timeout(Some(timeout)).expect("a read timeout");
+        NetClient::over(Box::new(tcp))
+    }
+
     /// Connects with TLS, trusting `ca`; Err when the handshake fails.
     pub fn try_tls(
         addr: SocketAddr,

@@ -135,6 +135,15 @@ impl AgentState {
     }
 
     /// Ends every waiting read with 503: the daemon is stopping.
+    /// Takes the waiting ReadInbox calls of a connection out of their queues.
+    pub fn take_waits_of(&mut self, connection: u64) -> Vec<ReplyTx> {
+        self.schedule
+            .take_where(|w| w.connection == connection)
+            .into_iter()
+            .map(|w| w.reply)
+            .collect()
+    }
+
     pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
         self.schedule
             .drain_waiters()

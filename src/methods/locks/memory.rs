@@ -256,6 +256,15 @@ impl LockState {
     }
 
     /// Ends every pending wait with 503: the daemon is stopping.
+    /// Takes the waits of a connection (to acquire and to be told) out of their queues.
+    pub fn take_waits_of(&mut self, connection: u64) -> Vec<ReplyTx> {
+        self.schedule
+            .take_where(|w| w.connection() == connection)
+            .into_iter()
+            .map(Wait::into_reply)
+            .collect()
+    }
+
     pub fn cancel_waits(&mut self) -> Vec<(ReplyTx, Result<Reply>)> {
         let stopping =
             || Error::Unavailable("batond is shutting down; retry the wait once it is back".into());

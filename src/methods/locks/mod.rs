@@ -215,6 +215,15 @@ pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
     }))
 }
 
+/// The token of a connection was revoked or expired: its waits for locks, nodes and
+/// messages are answered 401 now, on the writer.
+pub fn connection_unauthorized(app: &crate::app::App, connection: u64) -> Result<()> {
+    app.writer.detached(Box::new(move |ctx| {
+        rules::connection_unauthorized(ctx, connection)?;
+        Ok(None)
+    }))
+}
+
 /// The daemon is stopping: every request waiting for a lock or a node is answered now
 /// (503), so no connection is held open by a wait.
 pub fn end_waits(app: &crate::app::App) -> Result<()> {

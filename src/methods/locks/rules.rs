@@ -637,6 +637,29 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
     Ok(())
 }
 
+/// The token a connection acts with was revoked or expired: its waits (locks, nodes,
+/// inboxes) leave their queues and are answered 401, and those queued behind them are
+/// served.
+pub fn connection_unauthorized(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
+    for (key, queued) in shared_waits_of(ctx, |c| c == connection) {
+        left_queue(ctx, &key, Some(queued))?;
+    }
+    let mut replies = ctx.locks.take_waits_of(connection);
+    replies.extend(ctx.tasks.take_waits_of(connection));
+    replies.extend(ctx.agents.take_waits_of(connection));
+    if replies.is_empty() {
+        return Ok(());
+    }
+    let ended = || {
+        Error::Unauthenticated(
+            "the token this wait was made with was revoked or expired, so the wait ended; authenticate with a valid token and ask again".into(),
+        )
+    };
+    ctx.deferred
+        .extend(replies.into_iter().map(|reply| (reply, Err(ended()))));
+    serve_waiters(ctx)
+}
+
 /// At start-up: leases that expired while the daemon was down, or that were tied to a
 /// connection (all connections died with the old process), end; the rest are tracked with
 /// monotonic deadlines for their remaining time.

@@ -162,6 +162,15 @@ impl TaskState {
             .collect()
     }
 
+    /// Takes the waits of a connection out of the queue.
+    pub fn take_waits_of(&mut self, connection: u64) -> Vec<ReplyTx> {
+        self.schedule
+            .take_where(|w| w.request.connection == connection)
+            .into_iter()
+            .map(|w| w.reply)
+            .collect()
+    }
+
     pub fn connection_closed(&mut self, connection: u64) {
         self.schedule.retain(|w| w.request.connection != connection);
     }

@@ -195,7 +195,12 @@ impl WriterLoop {
     /// clock still rules its daemon.
     fn batch_time(&self, local_ms: i64) -> i64 {
         match self.writes.server_clock_ms() {
-            Some(server_ms) if self.clock.as_manual().is_none() => server_ms,
+            Some(server_ms) if self.clock.as_manual().is_none() => {
+                self.stats
+                    .database_clock_ahead_ms
+                    .store(server_ms - local_ms, Ordering::Relaxed);
+                server_ms
+            }
             _ => local_ms,
         }
     }

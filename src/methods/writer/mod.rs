@@ -265,6 +265,9 @@ pub struct WriterStats {
     waiters_changed: watch::Sender<u64>,
     /// The shared line of waits as last recorded (`LockState::shared_waits_mark`).
     shared_waits: AtomicU64,
+    /// How far the shared database's clock is ahead of this daemon's (ms; 0 on SQLite),
+    /// as the last batch read it: what judges expiry judges tokens too.
+    database_clock_ahead_ms: std::sync::atomic::AtomicI64,
 }
 
 impl WriterStats {
@@ -382,6 +385,12 @@ impl Writer {
     /// of a wait), updated after every batch; the sweeper sleeps until it.
     pub fn next_deadline(&self) -> watch::Receiver<Option<Duration>> {
         self.next_deadline.clone()
+    }
+
+    /// The time by the clock that judges expiry (the shared database's, else this
+    /// daemon's), from this daemon's `local_ms`.
+    pub fn database_now_ms(&self, local_ms: i64) -> i64 {
+        local_ms.saturating_add(self.stats.database_clock_ahead_ms.load(Ordering::Relaxed))
     }
 
     /// The last committed revision (journal seq), updated after every commit.

@@ -367,6 +367,9 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
             // reconnects from the last id it saw.
             let Ok(Some(line)) = line else { return None };
             match line["method"].as_str() {
+                // The token was revoked or expired: the stream ends (within the second
+                // the daemon gives itself), and the reconnection is refused.
+                Some("Event") if line["params"].get("ended").is_some() => return None,
                 Some("Event") => {
                     let event = &line["params"]["event"];
                     let sse = Event::default()
