@@ -135,9 +135,16 @@ impl Method for ReadEventsParams {
     const NAME: &'static str = "ReadEvents";
     const SUMMARY: &'static str = "Journal events with seq > since_seq, oldest first, filtered by type, namespace, key prefix, resource prefix or task; continue from next_seq.";
     type Output = ReadEventsResult;
-    fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let visible = cx.visible();
         Ok(read::<Self>(false, move |storage| {
-            read_events(storage, self)
+            let mut read = read_events(storage, self)?;
+            // What the token may not read directly is skipped; next_seq moves past it.
+            if let Some(principal) = &visible {
+                read.events
+                    .retain(|event| principal.scopes.sees_event(event));
+            }
+            Ok(read)
         }))
     }
 }
@@ -202,9 +209,12 @@ impl Method for SubscribeParams {
         let (written, gate) = tokio::sync::oneshot::channel();
         tokio::spawn(stream_events(
             app,
-            id.clone(),
-            since,
-            filter,
+            Stream {
+                id: id.clone(),
+                since,
+                filter,
+                visible: cx.visible(),
+            },
             cx.connection.notify.clone(),
             token,
             gate,
@@ -258,11 +268,18 @@ fn give_memory_back() {
 
 /// One subscription: pages through the journal after `since`, then follows the writer's
 /// head. Reads committed rows only, in seq order, so there is no gap and no duplicate.
-async fn stream_events(
-    app: std::sync::Arc<crate::app::App>,
+/// What one subscription streams.
+struct Stream {
     id: String,
     since: u64,
     filter: EventFilter,
+    /// The token whose grants limit which events it sees (None: admin).
+    visible: Option<Arc<super::auth::Principal>>,
+}
+
+async fn stream_events(
+    app: std::sync::Arc<crate::app::App>,
+    stream: Stream,
     notify: super::Notifier,
     token: tokio_util::sync::CancellationToken,
     gate: tokio::sync::oneshot::Receiver<()>,
@@ -270,6 +287,12 @@ async fn stream_events(
     if gate.await.is_err() {
         return;
     }
+    let Stream {
+        id,
+        since,
+        filter,
+        visible,
+    } = stream;
     let mut head = app.writer.head();
     let mut last = since;
     loop {
@@ -319,6 +342,13 @@ async fn stream_events(
             events.len() as u64 >= SUBSCRIPTION_PAGE || page_bytes >= SUBSCRIPTION_PAGE_BYTES;
         for event in events {
             let seq = event.seq;
+            if visible
+                .as_ref()
+                .is_some_and(|principal| !principal.scopes.sees_event(&event))
+            {
+                last = seq;
+                continue;
+            }
             let line = crate::protocol::notification(
                 "Event",
                 &serde_json::json!({"subscription_id": id, "event": event}),

@@ -196,6 +196,14 @@ impl Ctx<'_> {
         }
     }
 
+    /// The token whose grants limit what this request may see of others (None: admin).
+    pub fn visible(&self) -> Option<std::sync::Arc<auth::Principal>> {
+        match self.connection.auth.principal(self.app) {
+            Ok(Some(principal)) if !principal.scopes.is_admin() => Some(principal),
+            _ => None,
+        }
+    }
+
     /// `lease_id` as presented by this request.
     pub fn presented(&self, lease_id: String) -> Presented {
         Presented {

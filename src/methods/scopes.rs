@@ -159,6 +159,33 @@ impl Scopes {
     pub fn allows_lock(&self, key: &str) -> bool {
         self.allows(&Need::LockRead(key.to_string()))
     }
+
+    /// Whether the grants cover an event's subject: what a token reads through the
+    /// journal is what it could read directly. kv events need a read grant on their
+    /// namespace, lock events one on their resource key, task and node events
+    /// `tasks:read`, agent and message events `agents`, token events `admin`; a custom
+    /// event is the publisher's to share with `events:read` (a task's, `tasks:read`).
+    pub fn sees_event(&self, event: &crate::protocol::journal::Event) -> bool {
+        let kind = event.kind.as_str();
+        let family = kind.split_once('.').map_or(kind, |(family, _)| family);
+        let need = match family {
+            "kv" => match &event.namespace {
+                Some(ns) => Need::KvRead(ns.clone()),
+                None => Need::KvReadAll,
+            },
+            "lock" => match &event.resource_key {
+                Some(key) => Need::LockRead(key.clone()),
+                None => Need::AnyLock,
+            },
+            "task" | "node" => Need::TasksRead,
+            "agent" | "message" => Need::AgentsRead,
+            "custom" if event.task_id.is_some() => Need::TasksRead,
+            "custom" => Need::EventsRead,
+            // Token events, and whatever else is the daemon's own.
+            _ => Need::Admin,
+        };
+        self.allows(&need)
+    }
 }
 
 /// One thing a request needs a grant for.

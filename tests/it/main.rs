@@ -26,4 +26,5 @@ mod subscribe;
 mod tasks;
 mod trust;
 mod values;
+mod visibility;
 mod wire;

@@ -38,6 +38,35 @@ pub struct Blockers {
     pub many: bool,
 }
 
+/// Which resource keys a caller may see the holders of: None for admin, else the
+/// token's (its `locks:` grants, or `read`).
+pub type Visible = Option<std::sync::Arc<super::super::auth::Principal>>;
+
+/// How a holder or a key outside the caller's grants is shown.
+pub const HIDDEN: &str = "(hidden)";
+
+impl Blockers {
+    /// What the caller may see of them: a holder of a key outside its grants shows as
+    /// [`HIDDEN`], with no provider or metadata, and so does such a conflicting key. The
+    /// answer still says the key is taken.
+    pub fn seen_by(mut self, visible: &Visible) -> Blockers {
+        let Some(principal) = visible else {
+            return self;
+        };
+        for row in &mut self.rows {
+            if !principal.scopes.allows_lock(&row.resource_key) {
+                row.owner = HIDDEN.into();
+                row.provider = None;
+                row.metadata = None;
+            }
+        }
+        if !principal.scopes.allows_lock(&self.conflicting_key) {
+            self.conflicting_key = HIDDEN.into();
+        }
+        self
+    }
+}
+
 /// What stands in the way of holding `key` as `want` now; None when nothing does.
 /// A request whose slots do not match the key's is refused (400), naming the key's.
 pub fn blockers(held: &Held, key: &ResourceKey, want: Want) -> Result<Option<Blockers>> {

@@ -55,6 +55,8 @@ pub(super) struct Watcher {
     pub(super) started: Duration,
     pub(super) connection: u64,
     pub(super) reply: ReplyTx,
+    /// Whose holders its timeout answer may show.
+    pub(super) visible: super::conflicts::Visible,
 }
 
 impl Wait {

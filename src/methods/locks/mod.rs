@@ -110,6 +110,7 @@ impl Method for AcquireResourceLockParams {
             connection: cx.connection.id,
             token_id: cx.token_id(),
             session: self.session_id.take().map(|id| cx.presented(id)),
+            visible: cx.visible(),
         };
         let outcome_of = request.key.key.clone();
         let plan = write_or_wait::<Self>(cx, self.idempotency_key.take(), move |ctx| {
@@ -169,7 +170,8 @@ impl Method for ResourceLockStatusParams {
     type Output = StatusResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
-        write::<Self>(cx, None, move |ctx| rules::status(ctx, &key))
+        let visible = cx.visible();
+        write::<Self>(cx, None, move |ctx| rules::status(ctx, &key, &visible))
     }
 }
 
@@ -198,8 +200,9 @@ impl Method for WaitResourceLockParams {
         }
         cx.connection.mark_lock_user();
         let connection = cx.connection.id;
+        let visible = cx.visible();
         write_or_wait::<Self>(cx, None, move |ctx| {
-            rules::wait(ctx, key, self.timeout_ms, connection)
+            rules::wait(ctx, key, self.timeout_ms, connection, visible)
         })
     }
 }

@@ -27,7 +27,7 @@ use super::super::journal::append;
 use super::super::schedule::Due;
 use super::super::writer::{Reply, Served, WriteCtx};
 use super::super::Presented;
-use super::conflicts::{blockers, Want};
+use super::conflicts::{blockers, Visible, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
 use super::shown::{busy, busy_result, held_by, holders, lease, AcquiredData, EndedData};
 
@@ -48,6 +48,8 @@ pub struct AcquireRequest {
     /// The session the lease is tied to (checked on the writer); with it, an empty
     /// `owner` means the session's name.
     pub session: Option<Presented>,
+    /// Whose holders a busy answer may show.
+    pub visible: Visible,
 }
 
 pub struct ReleaseRequest {
@@ -142,7 +144,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 left_queue(ctx, &waiter.request.key.key, waiter.queued)?;
                 let request = &waiter.request;
                 let answer = match blockers(&ctx.locks.held, &request.key, request.want) {
-                    Ok(Some(b)) => busy(&request.key, &b, ctx.now_ms),
+                    Ok(Some(b)) => busy(&request.key, &b.seen_by(&request.visible), ctx.now_ms),
                     // Freed in this same instant: the waiter gets it.
                     Ok(None) => grant(ctx, request).and_then(|r| reply(&r)),
                     Err(refused) => Err(refused),
@@ -153,7 +155,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 let answer = match blockers(&ctx.locks.held, &w.key, Want::EXCLUSIVE)? {
                     Some(b) => reply(&WaitResult::Timeout {
                         resource_key: w.key.key.clone(),
-                        held_by: held_by(&b.rows[0], ctx.now_ms)?,
+                        held_by: held_by(&b.seen_by(&w.visible).rows[0], ctx.now_ms)?,
                         waited_ms: waited_ms(ctx, w.started),
                     }),
                     None => wait_available(ctx, &w),
@@ -301,7 +303,8 @@ pub fn acquire(
     match in_the_way {
         None if !queued_elsewhere => return grant(ctx, &request).map(Served::Now),
         Some(in_the_way) if wait_ms == 0 => {
-            return busy_result(&request.key, &in_the_way, ctx.now_ms).map(Served::Now)
+            let in_the_way = in_the_way.seen_by(&request.visible);
+            return busy_result(&request.key, &in_the_way, ctx.now_ms).map(Served::Now);
         }
         _ => {}
     }
@@ -486,13 +489,20 @@ pub fn release(
     })
 }
 
-pub fn status(ctx: &mut WriteCtx<'_>, key: &ResourceKey) -> Result<StatusResult> {
+pub fn status(
+    ctx: &mut WriteCtx<'_>,
+    key: &ResourceKey,
+    visible: &Visible,
+) -> Result<StatusResult> {
     Ok(match blockers(&ctx.locks.held, key, Want::EXCLUSIVE)? {
-        Some(b) => StatusResult::Held {
-            resource_key: key.key.clone(),
-            held_by: holders(&b, ctx.now_ms)?,
-            conflicting_key: b.conflicting_key,
-        },
+        Some(b) => {
+            let b = b.seen_by(visible);
+            StatusResult::Held {
+                resource_key: key.key.clone(),
+                held_by: holders(&b, ctx.now_ms)?,
+                conflicting_key: b.conflicting_key,
+            }
+        }
         None => StatusResult::Available {
             resource_key: key.key.clone(),
             previous: ctx.outcomes().previous(&key.key)?,
@@ -559,6 +569,7 @@ pub fn wait(
     key: ResourceKey,
     timeout_ms: u64,
     connection: u64,
+    visible: Visible,
 ) -> Result<Served<WaitResult>> {
     let Some(in_the_way) = blockers(&ctx.locks.held, &key, Want::EXCLUSIVE)? else {
         return Ok(Served::Now(WaitResult::Available {
@@ -570,7 +581,7 @@ pub fn wait(
     if timeout_ms == 0 {
         return Ok(Served::Now(WaitResult::Timeout {
             resource_key: key.key,
-            held_by: held_by(&in_the_way.rows[0], ctx.now_ms)?,
+            held_by: held_by(&in_the_way.seen_by(&visible).rows[0], ctx.now_ms)?,
             waited_ms: 0,
         }));
     }
@@ -584,6 +595,7 @@ pub fn wait(
         started: ctx.mono_now,
         connection,
         reply,
+        visible,
     });
     ctx.locks
         .schedule

@@ -507,6 +507,7 @@ mod tests {
             connection,
             token_id: None,
             session: None,
+            visible: None,
         }
     }
 
@@ -582,7 +583,7 @@ mod tests {
                 None,
                 Box::new(|ctx| {
                     let key = canonicalize("tool:x", Path::new("/")).unwrap();
-                    let r = locks::status(ctx, &key)?;
+                    let r = locks::status(ctx, &key, &None)?;
                     Ok(Some(serde_json::value::to_raw_value(&r)?))
                 }),
                 Foreseen::default(),
