@@ -173,6 +173,10 @@ pub struct Config {
     /// For tests only: this daemon's wall clock runs this many milliseconds off, as on a
     /// host whose time is wrong (`BATON_TEST_CLOCK_SKEW_MS`; no flag).
     pub test_clock_skew_ms: i64,
+    /// For tests only: on PostgreSQL, every Nth commit's answer is treated as lost, as
+    /// when the connection breaks during COMMIT, so the daemon must find out whether it
+    /// committed (`BATON_TEST_LOSE_COMMIT_ANSWERS`; 0, the default, is off; no flag).
+    pub test_lose_commit_answers: u64,
 }
 
 /// A configuration value that could not be used; the message names where it came from.
@@ -622,6 +626,7 @@ impl Config {
                 Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),
             },
             test_clock_skew_ms: layers.number("BATON_TEST_CLOCK_SKEW_MS", 0i64, i64::MIN)?,
+            test_lose_commit_answers: layers.number("BATON_TEST_LOSE_COMMIT_ANSWERS", 0u64, 0)?,
         })
     }
 }

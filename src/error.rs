@@ -62,6 +62,10 @@ pub enum Error {
     Overloaded,
     #[error("{0}")]
     Unavailable(String),
+    /// A write whose commit may or may not have happened (the database connection broke
+    /// during COMMIT and could not be asked); `data.outcome` is `unknown`.
+    #[error("{0}")]
+    OutcomeUnknown(String),
 }
 
 impl Error {
@@ -83,7 +87,7 @@ impl Error {
             Error::Compacted { .. } => 416,
             Error::ValueTooLarge { .. } => 413,
             Error::Overloaded => 429,
-            Error::Unavailable(_) => 503,
+            Error::Unavailable(_) | Error::OutcomeUnknown(_) => 503,
         }
     }
 
@@ -106,7 +110,7 @@ impl Error {
             Error::Compacted { .. } => "compacted",
             Error::ValueTooLarge { .. } => "value_too_large",
             Error::Overloaded => "overloaded",
-            Error::Unavailable(_) => "unavailable",
+            Error::Unavailable(_) | Error::OutcomeUnknown(_) => "unavailable",
         }
     }
 
@@ -141,6 +145,9 @@ impl Error {
             }
             Error::Forbidden { needed, .. } => {
                 data.insert("needed".into(), json!(needed));
+            }
+            Error::OutcomeUnknown(_) => {
+                data.insert("outcome".into(), json!("unknown"));
             }
             _ => {}
         }

@@ -398,9 +398,12 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     };
     let (store, writes) = match &config.database {
         Database::Sqlite(path) => Store::open(path, clock.wall_ms())?,
-        Database::Postgres(url) => {
-            Store::open_postgres(url, clock.wall_ms(), tokio::runtime::Handle::current())?
-        }
+        Database::Postgres(url) => Store::open_postgres(
+            url,
+            clock.wall_ms(),
+            tokio::runtime::Handle::current(),
+            config.test_lose_commit_answers,
+        )?,
     };
     let (writer, writer_thread) = Writer::spawn(writes, store.health().clone(), clock.clone())
         .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;

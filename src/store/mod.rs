@@ -275,10 +275,11 @@ impl Store {
         url: &str,
         now_ms: i64,
         handle: tokio::runtime::Handle,
+        lose_commit_answers: u64,
     ) -> Result<(Store, OpenWrites), OpenError> {
         let instance_id = new_instance_id();
         let opened = std::thread::scope(|s| {
-            s.spawn(|| postgres::open(url, &instance_id, now_ms, handle))
+            s.spawn(|| postgres::open(url, &instance_id, now_ms, handle, lose_commit_answers))
                 .join()
         })
         .map_err(|_| OpenError::Start("the PostgreSQL connection thread panicked".into()))?;

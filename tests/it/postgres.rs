@@ -712,3 +712,30 @@ fn a_head_behind_the_journal_is_repaired_by_the_daemon() {
         "the repair is reported"
     );
 }
+
+/// A COMMIT whose answer is lost (the connection broke) is never answered "nothing was
+/// written" when it was: each batch records its number in the same transaction, and the
+/// daemon reads it back on a fresh connection. Every third commit's answer is lost here;
+/// every Publish is answered as done, and its payload is in the journal exactly once.
+#[test]
+fn a_commit_whose_answer_was_lost_is_answered_with_the_truth() {
+    let Some(db) = postgres::shared() else { return };
+    let daemon = Daemon::start_shared_env(&db, &[], &[("BATON_TEST_LOSE_COMMIT_ANSWERS", "3")]);
+    let mut c = daemon.client();
+    for i in 0..12 {
+        let published = c.result(
+            "Publish",
+            json!({"topic": "t", "payload": i, "idempotency_key": format!("publish-{i}")}),
+        );
+        assert!(published["event_seq"].as_u64().is_some(), "{published}");
+    }
+    let page = c.result("ReadEvents", json!({"since_seq": 0, "types": ["custom.t"]}));
+    let payloads: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["data"].as_u64().unwrap())
+        .collect();
+    assert_eq!(payloads, (0..12).collect::<Vec<_>>());
+    assert!(daemon.log().contains("the batch had committed"));
+}

@@ -39,6 +39,7 @@ pub fn open(
     instance_id: &str,
     now_ms: i64,
     handle: Handle,
+    lose_commit_answers: u64,
 ) -> Result<(PgReads, PgWrites, i64, i64)> {
     let config: tokio_postgres::Config = url
         .parse()
@@ -79,6 +80,9 @@ pub fn open(
         announce: format!("NOTIFY {COMMITS}, '{instance_id}'; COMMIT"),
         seen: [-1; 3],
         foreign: ForeignChanges::ALL,
+        commit_mark: format!("commit:{instance_id}"),
+        commits: 0,
+        lose_commit_answers,
     };
     Ok((
         PgReads {
@@ -137,7 +141,18 @@ pub struct PgWrites {
     seen: [i64; 3],
     /// What other instances changed, as found when the batch began.
     foreign: ForeignChanges,
+    /// The `meta` row where each batch that writes records its number, in the same
+    /// transaction: after a COMMIT whose answer was lost, it tells whether it happened.
+    commit_mark: String,
+    /// Batches that wrote, counted from 1; the last one's number is in `commit_mark`.
+    commits: i64,
+    /// For tests: treat every Nth commit's answer as lost (0: never).
+    lose_commit_answers: u64,
 }
+
+/// How long the writer keeps trying to reach PostgreSQL to learn whether a COMMIT whose
+/// answer was lost happened, before it answers that the outcome is unknown.
+const OUTCOME_LOOKUP_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The parts of the state with an epoch in `meta`, as `touch` flags and names.
 const EPOCHS: [(u8, &str); 3] = [
@@ -287,8 +302,30 @@ impl WriteStorage for PgWrites {
                 ));
             }
         }
+        // The batch's number goes in with it: if COMMIT's answer is lost, the row tells
+        // whether it happened.
+        self.commits += 1;
+        self.conn.send_first(&format!(
+            "INSERT INTO meta (name, value) VALUES ('{}', {}) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+            self.commit_mark, self.commits
+        ));
         // The notification is delivered when (and only if) the transaction commits.
-        self.conn.batch(&self.announce)?;
+        let mut committed = self.conn.batch(&self.announce);
+        if committed.is_ok()
+            && self.lose_commit_answers > 0
+            && (self.commits as u64).is_multiple_of(self.lose_commit_answers)
+        {
+            committed = Err(Error::Unavailable("the test lost COMMIT's answer".into()));
+            self.conn.lose_connection();
+        }
+        if let Err(err) = committed {
+            // Rolled back for sure, unless the connection broke: then COMMIT may have
+            // happened, and the requests must be told the truth.
+            if !self.conn.is_closed() {
+                return Err(err);
+            }
+            self.learn_outcome(err)?;
+        }
         // Nothing read at the start of this batch (head, fencing token) outlives it.
         self.conn.reset();
         for (i, (flag, _)) in EPOCHS.iter().enumerate() {
@@ -333,6 +370,52 @@ impl WriteStorage for PgWrites {
     fn close(&mut self) {}
 }
 
+impl PgWrites {
+    /// COMMIT's answer was lost with the connection: on a fresh connection, the batch's
+    /// number in `commit_mark` says whether it committed (Ok) or not (the error, true:
+    /// nothing was written). If PostgreSQL cannot be reached for [`OUTCOME_LOOKUP_FOR`],
+    /// the outcome is unknown, and the requests are told so.
+    fn learn_outcome(&mut self, lost: Error) -> Result<()> {
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(50);
+        loop {
+            let looked = self
+                .driver
+                .run(self.pool.get())
+                .map_err(Error::from)
+                .and_then(|fresh| {
+                    let conn = PgConn::new(fresh, self.driver.clone());
+                    let row = conn.query_opt(
+                        "SELECT value FROM meta WHERE name = $1",
+                        &[&self.commit_mark],
+                    )?;
+                    Ok((conn, row.map(|r| r.get::<_, i64>(0))))
+                });
+            match looked {
+                Ok((conn, mark)) => {
+                    self.conn = conn;
+                    if mark == Some(self.commits) {
+                        tracing::warn!("the connection to PostgreSQL broke during COMMIT; the batch had committed, so its requests are answered as done");
+                        return Ok(());
+                    }
+                    tracing::warn!("the connection to PostgreSQL broke during COMMIT; the batch had not committed, so its requests are told nothing was written");
+                    return Err(lost);
+                }
+                Err(err) if started.elapsed() >= OUTCOME_LOOKUP_FOR => {
+                    tracing::error!(%err, "the connection to PostgreSQL broke during COMMIT and PostgreSQL stayed unreachable, so whether the batch committed is unknown");
+                    return Err(Error::OutcomeUnknown(format!(
+                        "the connection to PostgreSQL broke while this write was committing and PostgreSQL could not be reached to learn whether it did ({err}); it may or may not have been written: retry with the same idempotency_key (a repeat of a write that happened replays its answer), or read the state before writing again"
+                    )));
+                }
+                Err(_) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
 /// The batch met a failed statement, after which PostgreSQL only rolls back.
 fn aborted() -> Error {
     Error::Unavailable(
@@ -369,8 +452,11 @@ pub(super) fn heartbeat(
     )?;
     let silent = conn.query(
         &format!(
-            "DELETE FROM instances WHERE heartbeat_at < {SERVER_NOW_MS} - $1
-             RETURNING connection_base"
+            "WITH gone AS (DELETE FROM instances WHERE heartbeat_at < {SERVER_NOW_MS} - $1
+                           RETURNING instance_id, connection_base),
+                  marks AS (DELETE FROM meta
+                            WHERE name IN (SELECT 'commit:' || instance_id FROM gone))
+             SELECT connection_base FROM gone"
         ),
         &[&timeout_ms],
     )?;

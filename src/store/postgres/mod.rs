@@ -69,6 +69,8 @@ pub struct PgConn {
     /// (None: no lease on the key ever ended), read when the transaction began and kept
     /// current as this transaction records outcomes.
     outcomes_ahead: RefCell<HashMap<String, Option<Previous>>>,
+    /// Counts as closed, whatever the client says (see [`PgConn::lose_connection`]).
+    lost: Cell<bool>,
 }
 
 /// Lock leases, in [`PgConn::touch`].
@@ -92,6 +94,7 @@ impl PgConn {
             waits_ahead: RefCell::new(None),
             leases_ahead: RefCell::new(None),
             outcomes_ahead: RefCell::new(HashMap::new()),
+            lost: Cell::new(false),
         }
     }
 
@@ -199,7 +202,12 @@ impl PgConn {
 
     /// Whether the connection to the server is gone (a restart, `pg_terminate_backend`).
     pub fn is_closed(&self) -> bool {
-        self.client.is_closed()
+        self.lost.get() || self.client.is_closed()
+    }
+
+    /// For tests: from now on the connection counts as broken (and is replaced).
+    pub fn lose_connection(&self) {
+        self.lost.set(true);
     }
 
     /// Rows changed so far through [`PgConn::execute`] and [`PgConn::query_write`].
