@@ -477,43 +477,115 @@ impl Method for CreateTokenParams {
             None => None,
         };
         let secret = new_secret()?;
-        let token_id = crate::methods::new_id();
         write::<Self>(cx, None, move |ctx| {
-            let expires_at_ms = ttl_ms.map(|ttl| ctx.now_ms.saturating_add(ttl));
-            ctx.tokens().insert_token(&NewToken {
-                token_id: &token_id,
-                name: &self.name,
-                secret_hash: &hash_secret(&secret),
-                scopes: &self.scopes,
-                created_at_ms: ctx.now_ms,
-                expires_at_ms,
-            })?;
-            // The journal learns who has a token, never its secret.
-            let seq = ctx.next_revision();
-            let data = serde_json::json!({
-                "token_id": token_id,
-                "name": self.name,
-                "scopes": self.scopes,
-                "expires_at": expires_at_ms.map(format_ms),
-            });
-            journal::append(
-                ctx,
-                seq,
-                &NewEvent {
-                    kind: "token.created",
-                    data: &data.to_string(),
-                    ..NewEvent::default()
-                },
-            )?;
-            Ok(CreateTokenResult {
-                token_id,
-                token: secret,
-                name: self.name,
-                scopes: self.scopes,
-                expires_at: expires_at_ms.map(format_ms),
-            })
+            create_token(ctx, secret, self.name, self.scopes, ttl_ms)
         })
     }
+}
+
+/// Stores a new token with `secret` and journals it (never the secret).
+fn create_token(
+    ctx: &mut crate::methods::writer::WriteCtx<'_>,
+    secret: String,
+    name: String,
+    scopes: Vec<String>,
+    ttl_ms: Option<i64>,
+) -> Result<CreateTokenResult> {
+    let token_id = crate::methods::new_id();
+    let expires_at_ms = ttl_ms.map(|ttl| ctx.now_ms.saturating_add(ttl));
+    ctx.tokens().insert_token(&NewToken {
+        token_id: &token_id,
+        name: &name,
+        secret_hash: &hash_secret(&secret),
+        scopes: &scopes,
+        created_at_ms: ctx.now_ms,
+        expires_at_ms,
+    })?;
+    // The journal learns who has a token, never its secret.
+    let seq = ctx.next_revision();
+    let data = serde_json::json!({
+        "token_id": token_id,
+        "name": name,
+        "scopes": scopes,
+        "expires_at": expires_at_ms.map(format_ms),
+    });
+    journal::append(
+        ctx,
+        seq,
+        &NewEvent {
+            kind: "token.created",
+            data: &data.to_string(),
+            ..NewEvent::default()
+        },
+    )?;
+    Ok(CreateTokenResult {
+        token_id,
+        token: secret,
+        name,
+        scopes,
+        expires_at: expires_at_ms.map(format_ms),
+    })
+}
+
+/// The file, in batond's home, where a one-time admin token is written (see
+/// [`bootstrap_admin`]).
+pub const BOOTSTRAP_FILE: &str = "bootstrap-token";
+
+/// How long the one-time admin token lives.
+const BOOTSTRAP_TTL_MS: i64 = 60 * 60 * 1000;
+
+/// With `BATON_UNIX_AUTH=token`, nobody could create the first token (CreateToken needs
+/// admin, and the socket no longer grants it): when no live token has `admin`, batond
+/// creates one, valid for an hour, and writes its secret to `BOOTSTRAP_FILE` in its home,
+/// readable by its user only (never to the log). Returns the file's path when it did.
+pub async fn bootstrap_admin(app: &App) -> Result<Option<std::path::PathBuf>> {
+    let now_ms = database_now_ms(app);
+    let tokens = app.store.read(|storage| storage.all_tokens())?;
+    let admin = |t: &StoredToken| is_live(t, now_ms) && t.scopes.iter().any(|s| s == "admin");
+    if tokens.iter().any(admin) {
+        return Ok(None);
+    }
+    let secret = new_secret()?;
+    let written = secret.clone();
+    let rx = app.writer.write(
+        None,
+        Box::new(move |ctx| {
+            let created = create_token(
+                ctx,
+                written,
+                "bootstrap-admin".into(),
+                vec!["admin".into()],
+                Some(BOOTSTRAP_TTL_MS),
+            )?;
+            crate::protocol::reply(&created).map(Some)
+        }),
+        Default::default(),
+    )?;
+    rx.await.map_err(|_| {
+        Error::Unavailable("the writer stopped before the bootstrap token was stored".into())
+    })??;
+    let path = app.config.home.join(BOOTSTRAP_FILE);
+    write_private(&path, &secret).map_err(|e| {
+        Error::Unavailable(format!(
+            "cannot write the one-time admin token to {} ({e}); let batond's user write its home, or create a token before setting BATON_UNIX_AUTH=token",
+            path.display()
+        ))
+    })?;
+    Ok(Some(path))
+}
+
+/// Writes `text` to a file only its owner can read or write.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")
 }
 
 impl Method for ListTokensParams {

@@ -428,6 +428,14 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
     let app = Arc::new(App::new(config, store, writer, clock));
     if app.config.unix_auth_token {
         tracing::info!("BATON_UNIX_AUTH=token: Unix-socket clients authenticate with a token too");
+        match crate::methods::auth::bootstrap_admin(&app).await {
+            Ok(Some(path)) => tracing::warn!(
+                "no admin token exists, so batond created a one-time admin token, valid for 1 hour, in {} (readable by its user only): create the tokens you need with it (BATON_TOKEN=$(cat {0}) baton token create ...), then delete the file",
+                path.display()
+            ),
+            Ok(None) => {}
+            Err(err) => tracing::error!(%err, "could not create the one-time admin token"),
+        }
     }
     if let Some((listener, tls)) = &http_listener {
         if let Ok(addr) = listener.local_addr() {

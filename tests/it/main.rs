@@ -3,6 +3,7 @@
 //! its socket, as users do.
 
 mod agents;
+mod bootstrap;
 mod bound;
 mod common;
 
