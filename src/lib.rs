@@ -19,6 +19,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod json;
+pub mod log_limit;
 pub mod methods;
 pub mod metrics;
 pub mod protocol;

@@ -41,11 +41,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // rmcp logs whole requests and results at debug, lease ids included (a lease id is the
+    // holder's credential): whatever RUST_LOG asks, it logs at info at most.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+        .add_directive("rmcp=info".parse().expect("a valid directive"));
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .init();

@@ -31,7 +31,11 @@ pub async fn keep_alive(app: Arc<App>, connection_base: u64, stop: CancellationT
             Ok(None)
         }));
         if let Err(err) = beat {
-            tracing::warn!(%err, "cannot queue this instance's heartbeat");
+            static BEAT_FAILED: crate::log_limit::Limited =
+                crate::log_limit::Limited::new(crate::log_limit::EVERY);
+            if let Some(held_back) = BEAT_FAILED.admit() {
+                tracing::warn!(%err, held_back, "cannot queue this instance's heartbeat");
+            }
         }
         tokio::select! {
             _ = stop.cancelled() => return,

@@ -331,7 +331,11 @@ async fn stream_events(
             }
             Ok((page, _)) => page,
             Err(err) => {
-                tracing::warn!(%err, subscription = %id, "subscription read failed; retrying");
+                static READ_FAILED: crate::log_limit::Limited =
+                    crate::log_limit::Limited::new(crate::log_limit::EVERY);
+                if let Some(held_back) = READ_FAILED.admit() {
+                    tracing::warn!(%err, subscription = %id, held_back, "a subscription's read failed; it retries every 50 ms");
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }

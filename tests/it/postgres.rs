@@ -739,3 +739,33 @@ fn a_commit_whose_answer_was_lost_is_answered_with_the_truth() {
     assert_eq!(payloads, (0..12).collect::<Vec<_>>());
     assert!(daemon.log().contains("the batch had committed"));
 }
+
+/// A PostgreSQL that cannot be used at start-up is named, with the cause and what to
+/// check (never the password).
+#[test]
+fn start_up_errors_name_the_server_the_cause_and_what_to_check() {
+    let Some(db) = postgres::shared() else { return };
+    let mut daemon = Daemon::start_shared(&db, &[]);
+    daemon.sigterm();
+    let url = db.url();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let missing = format!("{base}/baton_it_missing_database");
+    let (status, stderr) = daemon.run_another(&["--database-url", &missing]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("database `baton_it_missing_database`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(stderr.contains("createdb"), "{stderr}");
+    // A port nothing listens on: the network's error and where to look.
+    let (status, stderr) = daemon.run_another(&[
+        "--database-url",
+        "postgres://baton:sekret@127.0.0.1:1/baton",
+    ]);
+    assert!(!status.success());
+    assert!(stderr.contains("127.0.0.1:1"), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(stderr.contains("listen_addresses"), "{stderr}");
+    assert!(!stderr.contains("sekret"), "{stderr}");
+}

@@ -474,3 +474,26 @@ def test_agents_join_message_each_other_and_their_claims_end_with_the_session(da
             assert status["status"] == "available", status
 
     run(main())
+
+
+def test_the_bridge_logs_no_lease_id_even_at_debug(daemon: Daemon, tmp_path: Any) -> None:
+    params = bridge_params(daemon.socket)
+    params.env["RUST_LOG"] = "debug"
+    log_path = tmp_path / "bridge.log"
+
+    async def main() -> str:
+        with open(log_path, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    claim = await session.call_tool("baton_claim", {"resource_key": "tool:x"})
+                    assert not claim.is_error, text(claim)
+                    lease_id = claim.structured_content["lease_id"]
+                    released = await session.call_tool("baton_release", {"resource_key": "tool:x", "lease_id": lease_id})
+                    assert not released.is_error, text(released)
+                    return str(lease_id)
+
+    lease_id = run(main())
+    log = log_path.read_text()
+    assert "client initialized" in log, "logging was on"
+    assert lease_id not in log

@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::log_limit::Limited;
 use crate::store::boundary::WriteStorage;
 use crate::store::StorageHealth;
 
@@ -307,7 +308,10 @@ impl WriterLoop {
                     .fetch_max(n_jobs as u64, Ordering::Relaxed);
             }
             Err(err) => {
-                tracing::error!(%err, "commit failed; every request in the batch is answered 503");
+                static COMMIT_FAILED: Limited = Limited::new(crate::log_limit::EVERY);
+                if let Some(held_back) = COMMIT_FAILED.admit() {
+                    tracing::error!(%err, held_back, "commit failed; every request in the batch is answered 503 (held_back: failures not logged since the last report; Metrics counts them all as failed_commits)");
+                }
                 self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
                 self.memory.revision = start_revision;
                 lock_state_suspect = true;

@@ -129,7 +129,11 @@ impl Memory {
         }
         for (what, result) in reloaded {
             if let Err(err) = result {
-                tracing::error!(%err, "cannot reload {what} from storage");
+                static RELOAD_FAILED: crate::log_limit::Limited =
+                    crate::log_limit::Limited::new(crate::log_limit::EVERY);
+                if let Some(held_back) = RELOAD_FAILED.admit() {
+                    tracing::error!(%err, held_back, "cannot reload {what} from storage");
+                }
             }
         }
     }

@@ -66,8 +66,11 @@ pub fn open(
     // reconnection).
     let own = Driver::Own(Arc::new(OwnRuntime::new()?));
     // Two: a connection found dead is replaced while it is still held.
-    let writer_pool = pool(config, 2)?;
-    let conn = PgConn::new(own.run(writer_pool.get())?, own.clone());
+    let writer_pool = pool(config.clone(), 2)?;
+    let first = own
+        .run(writer_pool.get())
+        .map_err(|e| super::connect_error(&config, &e))?;
+    let conn = PgConn::new(first, own.clone());
     let schema_version = super::migrations::migrate(&conn, now_ms)?;
     let database_id = conn.database_id()?;
     let writes = PgWrites {

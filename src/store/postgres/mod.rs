@@ -405,9 +405,79 @@ pub fn i(value: u64) -> i64 {
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(err: deadpool_postgres::PoolError) -> Error {
         Error::Unavailable(format!(
-            "no PostgreSQL connection available ({err}); nothing was written, retry shortly"
+            "no PostgreSQL connection available ({}); nothing was written, retry shortly",
+            pool_cause(&err)
         ))
     }
+}
+
+/// What went wrong in a pool's attempt at a connection, down to the cause the server or
+/// the network gave.
+pub fn pool_cause(err: &deadpool_postgres::PoolError) -> String {
+    match err {
+        deadpool_postgres::PoolError::Backend(e) => cause(e),
+        other => other.to_string(),
+    }
+}
+
+/// The root of a PostgreSQL failure: the server's message and SQLSTATE, or the network's
+/// error.
+pub fn cause(err: &tokio_postgres::Error) -> String {
+    if let Some(db) = err.as_db_error() {
+        return format!("{} (SQLSTATE {})", db.message(), db.code().code());
+    }
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    text
+}
+
+/// A failed first connection, said with where batond tried to connect (never the
+/// password) and what to check.
+pub fn connect_error(config: &tokio_postgres::Config, err: &deadpool_postgres::PoolError) -> Error {
+    use tokio_postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    let ports: Vec<String> = config.get_ports().iter().map(u16::to_string).collect();
+    let at = format!(
+        "{}:{} (database `{}`, user `{}`)",
+        if hosts.is_empty() {
+            "localhost".into()
+        } else {
+            hosts.join(",")
+        },
+        if ports.is_empty() {
+            "5432".into()
+        } else {
+            ports.join(",")
+        },
+        config.get_dbname().unwrap_or("(the user's name)"),
+        config.get_user().unwrap_or("(unset)"),
+    );
+    let code = match err {
+        deadpool_postgres::PoolError::Backend(e) => e.code().map(|c| c.code().to_string()),
+        _ => None,
+    };
+    let check = match code.as_deref() {
+        Some("3D000") => "create the database (`createdb NAME`) or fix its name in BATON_DATABASE_URL",
+        Some("28000" | "28P01") => "check the user and password in BATON_DATABASE_URL and the server's pg_hba.conf",
+        Some("57P03") => "the server is starting up or shutting down; start batond again once it accepts connections",
+        Some(_) => "check BATON_DATABASE_URL and the PostgreSQL server's log",
+        None => "check that PostgreSQL runs there and accepts TCP connections (listen_addresses, port, firewall), or fix the host and port in BATON_DATABASE_URL",
+    };
+    Error::Unavailable(format!(
+        "cannot connect to PostgreSQL at {at}: {}; {check}",
+        pool_cause(err)
+    ))
 }
 
 #[cfg(test)]
