@@ -477,7 +477,7 @@ impl Method for CreateTokenParams {
             None => None,
         };
         let secret = new_secret()?;
-        write::<Self>(cx, None, move |ctx| {
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
             create_token(ctx, secret, self.name, self.scopes, ttl_ms)
         })
     }
@@ -621,9 +621,9 @@ impl Method for RevokeTokenParams {
         "Revoke a token (admin only): open connections using it get 401 at their next request.";
     type Output = RevokeTokenResult;
 
-    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
-        write::<Self>(cx, None, move |ctx| {
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             let Some(token) = ctx.tokens().token_by_id(&self.token_id)? else {
                 return Err(Error::NotFound(format!(
                     "no token has the id `{}`; list them with ListTokens (`baton token list`)",

@@ -34,6 +34,9 @@ pub struct CreateTokenParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(range(min = 1))]
     pub ttl_secs: Option<u64>,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -73,6 +76,9 @@ pub struct ListTokensResult {
 #[serde(deny_unknown_fields)]
 pub struct RevokeTokenParams {
     pub token_id: String,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

@@ -155,6 +155,9 @@ pub struct AcquireNextNodeParams {
     /// and nodes without labels.
     #[serde(default)]
     pub labels: Vec<String>,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -195,6 +198,9 @@ pub struct HeartbeatNodeParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

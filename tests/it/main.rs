@@ -11,6 +11,7 @@ mod credentials;
 mod durability;
 mod guard;
 mod https;
+mod idempotency;
 mod layering;
 mod lifecycle;
 mod lock_expiry;

@@ -129,7 +129,7 @@ impl Method for HeartbeatResourceLockParams {
         let key = key(cx, &self.resource_key)?;
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
         let presented = cx.presented(self.lease_id);
-        write::<Self>(cx, None, move |ctx| {
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
             rules::heartbeat(ctx, &key, &presented, ttl_ms)
         })
     }

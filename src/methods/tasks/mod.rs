@@ -341,7 +341,7 @@ impl Method for AcquireNextNodeParams {
             session: self.session_id.map(|id| cx.presented(id)),
             label_keys: label_keys(&self.labels)?,
         };
-        write_or_wait::<Self>(cx, None, move |ctx| {
+        write_or_wait::<Self>(cx, self.idempotency_key, move |ctx| {
             rules::acquire_next(ctx, request, wait_ms)
         })
     }
@@ -351,10 +351,10 @@ impl Method for HeartbeatNodeParams {
     const NAME: &'static str = "HeartbeatNode";
     const SUMMARY: &'static str = "Extend your node lease to ttl_secs from now; call it well within the lease on long work. 410 if the lease is gone (the node was rolled back).";
     type Output = HeartbeatNodeResult;
-    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+    fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
-        let presented = cx.presented(self.lease_id);
-        write::<Self>(cx, None, move |ctx| {
+        let presented = cx.presented(std::mem::take(&mut self.lease_id));
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::heartbeat(ctx, &self.task_id, &self.node_id, &presented, ttl_ms)
         })
     }

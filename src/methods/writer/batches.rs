@@ -484,6 +484,9 @@ impl WriterLoop {
                 Work::Write {
                     idempotency, apply, ..
                 } => {
+                    if let (Some(reply), Some(idem)) = (&mut reply, &idempotency) {
+                        reply.idempotency = Some(idem.clone());
+                    }
                     self.writes.savepoint()?;
                     let before = self.memory.revision;
                     let deferred_before = deferred.len();
@@ -537,6 +540,18 @@ impl WriterLoop {
         if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
             storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
             self.last_purge_ms = now_ms;
+        }
+        // Answers given after a wait are remembered for their keys, with what produced them.
+        for (reply, answer) in deferred.iter() {
+            if let (Some(idem), Ok(answer)) = (&reply.idempotency, answer) {
+                storage.remember(
+                    &idem.key,
+                    idem.method,
+                    &idem.request_hash,
+                    answer.get(),
+                    now_ms,
+                )?;
+            }
         }
         self.memory.store_counters(storage)?;
         if self.memory.revision != start_revision {

@@ -29,8 +29,33 @@ mod batches;
 use batches::WriterLoop;
 
 pub use crate::protocol::Reply;
-/// The channel a request is answered on.
-pub type ReplyTx = oneshot::Sender<Result<Reply>>;
+/// The channel a request is answered on, with the request's idempotency key: an answer
+/// given later (after a wait) is remembered for that key like one given at once, in the
+/// transaction that produced it, so a retry after a lost answer replays it (the same node
+/// and lease, never a second one).
+pub struct ReplyTx {
+    tx: oneshot::Sender<Result<Reply>>,
+    idempotency: Option<Idempotency>,
+}
+
+impl ReplyTx {
+    fn new(tx: oneshot::Sender<Result<Reply>>) -> ReplyTx {
+        ReplyTx {
+            tx,
+            idempotency: None,
+        }
+    }
+
+    /// Whether nobody waits for the answer any more.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Answers the request; Err(answer) if it is no longer waited for.
+    pub fn send(self, answer: Result<Reply>) -> std::result::Result<(), Result<Reply>> {
+        self.tx.send(answer)
+    }
+}
 /// A mutation, run on the writer inside its own savepoint. `Ok(None)` means the mutation
 /// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
 pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
@@ -443,6 +468,7 @@ impl Writer {
         foreseen: Foreseen,
     ) -> Result<oneshot::Receiver<Result<Reply>>> {
         let (reply, rx) = oneshot::channel();
+        let reply = ReplyTx::new(reply);
         self.submit(Job {
             work: Work::Write {
                 idempotency,
@@ -457,6 +483,7 @@ impl Writer {
     /// Queues a read behind every write queued before it.
     pub fn read(&self, apply: ReadFn) -> Result<oneshot::Receiver<Result<Reply>>> {
         let (reply, rx) = oneshot::channel();
+        let reply = ReplyTx::new(reply);
         self.submit(Job {
             work: Work::Read(apply),
             reply: Some(reply),
