@@ -393,7 +393,7 @@ pub fn catalogue() -> Vec<Tool> {
                 ("task_id", string(TASK_ID), true),
                 ("node_id", string(NODE_ID), true),
                 ("lease_id", string(NODE_LEASE), false),
-                ("action_type", string("What happened, e.g. file_written."), true),
+                ("action_type", string("What happened: custom. and a name, e.g. custom.file_written, or node.progress (every other type is batond's own)."), true),
                 ("payload", any("Details (any JSON)."), true),
             ],
             output: output(&["event_seq"], json!({"event_seq": {"type": "integer"}})),

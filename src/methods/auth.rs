@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::app::App;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::store::boundary::NewEvent;
 use crate::store::boundary::{NewToken, StoredToken};
 
@@ -341,9 +342,8 @@ impl Method for CreateTokenParams {
                 ctx,
                 seq,
                 &NewEvent {
-                    kind: "token.created",
                     data: &data.to_string(),
-                    ..NewEvent::default()
+                    ..NewEvent::of(EventType::TokenCreated)
                 },
             )?;
             Ok(CreateTokenResult {
@@ -413,9 +413,8 @@ impl Method for RevokeTokenParams {
                 ctx,
                 seq,
                 &NewEvent {
-                    kind: "token.revoked",
                     data: &data.to_string(),
-                    ..NewEvent::default()
+                    ..NewEvent::of(EventType::TokenRevoked)
                 },
             )?;
             Ok(RevokeTokenResult { revoked: true })

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use super::writer::WriteCtx;
 use super::Presented;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
 use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
@@ -394,16 +395,15 @@ fn write_version(
         revision,
         ctx.now_ms,
         &NewEvent {
-            kind: if value.is_none() {
-                "kv.delete"
-            } else {
-                "kv.set"
-            },
             actor: updated_by,
             namespace: Some(namespace),
             key: Some(key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(if value.is_none() {
+                EventType::KvDelete
+            } else {
+                EventType::KvSet
+            })
         },
     )?;
     Ok(Written {

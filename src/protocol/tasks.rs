@@ -256,7 +256,8 @@ pub struct CommitEventParams {
     pub node_id: String,
     /// Required while the node is RUNNING.
     pub lease_id: Option<String>,
-    /// The event's type, e.g. `file.written` (not kv., lock., task. or node.).
+    /// The event's type: `custom.` and what happened (e.g. `custom.file.written`), or
+    /// `node.progress`; every other type is the daemon's.
     pub action_type: String,
     #[schemars(with = "serde_json::Value")]
     pub payload: Json,

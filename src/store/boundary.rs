@@ -14,15 +14,14 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use crate::error::Result;
-use crate::protocol::journal::{Event, EventFilter};
+use crate::protocol::journal::{Event, EventFilter, EventType};
 use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
 
 /// An event about to be appended; `seq` is the revision of the change it records.
-#[derive(Default)]
 pub struct NewEvent<'a> {
-    pub kind: &'a str,
+    pub kind: EventType<'a>,
     pub actor: Option<&'a str>,
     pub namespace: Option<&'a str>,
     pub key: Option<&'a str>,
@@ -31,6 +30,22 @@ pub struct NewEvent<'a> {
     pub node_id: Option<&'a str>,
     /// JSON text.
     pub data: &'a str,
+}
+
+impl<'a> NewEvent<'a> {
+    /// An event of type `kind` with nothing else set yet: `NewEvent { data, ..NewEvent::of(kind) }`.
+    pub fn of(kind: EventType<'a>) -> NewEvent<'a> {
+        NewEvent {
+            kind,
+            actor: None,
+            namespace: None,
+            key: None,
+            resource_key: None,
+            task_id: None,
+            node_id: None,
+            data: "",
+        }
+    }
 }
 
 /// A key's stored row, live or the tombstone a delete left: what a write needs of it. The

@@ -186,7 +186,7 @@ fn cases() -> Vec<(&'static [&'static str], &'static str, Value, Expect)> {
         (
             &["tasks:work"],
             "CommitEvent",
-            json!({"task_id": "t", "node_id": "n", "action_type": "x", "payload": 1}),
+            json!({"task_id": "t", "node_id": "n", "action_type": "custom.x", "payload": 1}),
             Allowed,
         ),
         (

@@ -100,7 +100,7 @@ class Agents:
                 f"versions, leases and a journal overwrite each other; {node.goal}.",
             )
             self.write_file(f"sections/{section}.md", text)
-            self.client.commit_event(node, "file.written", {"path": f"sections/{section}.md"})
+            self.client.commit_event(node, "custom.file.written", {"path": f"sections/{section}.md"})
             return {"path": f"sections/{section}.md", "words": len(text.split())}
         if node.node_id == "reviewer":
             # The whole folder, so no writer can change a section mid-review.

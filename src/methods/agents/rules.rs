@@ -16,6 +16,7 @@ use crate::protocol::agents::{
     AckMessagesResult, AgentEntry, AgentHeartbeatResult, EndSessionResult, ListAgentsResult,
     Message, NodeRef, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
 };
+use crate::protocol::journal::EventType;
 use crate::protocol::reply;
 use crate::store::boundary::{MessageRow, NewEvent, SessionRow, Storage};
 
@@ -56,17 +57,21 @@ pub struct Read {
     pub connection: u64,
 }
 
-fn event(ctx: &mut WriteCtx<'_>, kind: &str, actor: &str, data: serde_json::Value) -> Result<i64> {
+fn event(
+    ctx: &mut WriteCtx<'_>,
+    kind: EventType<'static>,
+    actor: &str,
+    data: serde_json::Value,
+) -> Result<i64> {
     let seq = ctx.next_revision();
     let data = data.to_string();
     append(
         ctx,
         seq,
         &NewEvent {
-            kind,
             actor: Some(actor),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(kind)
         },
     )?;
     Ok(seq)
@@ -121,7 +126,7 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
     ctx.roster().remember_agent(&r.name, ctx.now_ms)?;
     event(
         ctx,
-        "agent.joined",
+        EventType::AgentJoined,
         &r.name,
         serde_json::json!({"role": r.role, "expires_at": format_ms(expires_at)}),
     )?;
@@ -173,7 +178,7 @@ fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Re
     ctx.roster().delete_session(&session.name)?;
     event(
         ctx,
-        "agent.left",
+        EventType::AgentLeft,
         &session.name,
         serde_json::json!({"reason": reason}),
     )?;
@@ -233,7 +238,7 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
     // The journal says who wrote to whom about what; the body stays in the inboxes.
     let seq = event(
         ctx,
-        "message.sent",
+        EventType::MessageSent,
         &sender,
         serde_json::json!({"message_id": message_id, "from": sender, "to": s.to,
             "subject": s.subject, "thread_id": s.thread_id}),

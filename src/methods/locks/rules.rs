@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::protocol::locks::{
     AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
     StatusResult, WaitResult, WaitingEntry,
@@ -100,9 +101,9 @@ fn end_lease(
         note,
     })?;
     let kind = if outcome == "expired" {
-        "lock.expired"
+        EventType::LockExpired
     } else {
-        "lock.released"
+        EventType::LockReleased
     };
     let data = serde_json::to_string(&EndedData {
         fencing_token: row.fencing_token,
@@ -115,11 +116,10 @@ fn end_lease(
         ctx,
         seq,
         &NewEvent {
-            kind,
             actor: Some(&row.owner),
             resource_key: Some(&row.resource_key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(kind)
         },
     )?;
     ctx.locks.forget(&row.lease_id);
@@ -228,11 +228,10 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         ctx,
         seq,
         &NewEvent {
-            kind: "lock.acquired",
             actor: Some(&request.owner),
             resource_key: Some(&request.key.key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(EventType::LockAcquired)
         },
     )?;
     let row = LeaseRow {
