@@ -101,10 +101,15 @@ pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
 }
 
 /// Set; with a session (validated here, on the writer), the key lives with it and
-/// `updated_by` defaults to the session's name.
+/// `updated_by` defaults to the session's name (given, it must be that name).
 pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams, session: Option<Presented>) -> Result<SetResult> {
     let name = match &session {
-        Some(presented) => Some(super::agents::rules::own_session(ctx, presented)?.name),
+        Some(presented) => Some(super::agents::rules::session_name(
+            ctx,
+            presented,
+            "updated_by",
+            p.updated_by.as_deref(),
+        )?),
         None => None,
     };
     let origin = Origin {

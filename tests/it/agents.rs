@@ -1,6 +1,7 @@
 //! Agents and their inboxes: one live session per name, takeover, expiry on the daemon's
 //! clock, messages that outlive sessions, a durable acknowledged cursor, readers woken by
-//! a message, and `message.sent` without the body.
+//! a message, and `message.sent` without the body. What a session takes carries its name
+//! and no other.
 
 use serde_json::{json, Value};
 
@@ -259,4 +260,66 @@ fn what_a_session_holds_ends_with_it() {
         json!({"resource_key": "tool:cargo", "lease_id": lease["lease_id"]}),
     );
     assert_error(&gone, 410, "lease_invalid");
+}
+
+/// The journal's head, through the admin socket.
+fn head(client: &mut Client) -> u64 {
+    client.result("ReadEvents", json!({"since_seq": 0, "limit": 1000}))["next_seq"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn an_owner_given_with_a_session_must_be_the_sessions_name() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let session = register(&mut client, "builder", json!({}));
+    let task = client.result(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": [{"id": "a", "dependencies": []}]}),
+    );
+    let before = head(&mut client);
+    for (method, params, field) in [
+        (
+            "AcquireResourceLock",
+            json!({"resource_key": "tool:cargo", "session_id": session, "owner": "someone-else"}),
+            "owner",
+        ),
+        (
+            "AcquireNextNode",
+            json!({"task_id": task["task_id"], "session_id": session, "lease_owner": "someone-else"}),
+            "lease_owner",
+        ),
+        (
+            "Set",
+            json!({"namespace": "ns", "key": "k", "value": 1, "session_id": session, "updated_by": "someone-else"}),
+            "updated_by",
+        ),
+    ] {
+        let refused = client.error(method, params);
+        assert_error(&refused, 400, "invalid");
+        let message = refused["message"].as_str().unwrap();
+        assert!(
+            message.contains(field) && message.contains("`builder`"),
+            "{method}: {refused}"
+        );
+    }
+    assert_eq!(head(&mut client), before, "a refusal writes nothing");
+    assert_eq!(client.get("ns", "k")["found"], false);
+    // The session's own name, spelt out, is fine.
+    let lease = client.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "tool:cargo", "session_id": session, "owner": "builder"}),
+    );
+    assert_eq!(lease["owner"], "builder");
+    let node = client.result(
+        "AcquireNextNode",
+        json!({"task_id": task["task_id"], "session_id": session, "lease_owner": "builder"}),
+    );
+    assert_eq!(node["lease_owner"], "builder");
+    client.result(
+        "Set",
+        json!({"namespace": "ns", "key": "k", "value": 1, "session_id": session, "updated_by": "builder"}),
+    );
+    assert_eq!(client.get("ns", "k")["updated_by"], "builder");
 }

@@ -90,6 +90,24 @@ pub(crate) fn own_session(ctx: &WriteCtx<'_>, presented: &Presented) -> Result<S
     }
 }
 
+/// The name of the session `presented` names (see [`own_session`]), for a request that
+/// also gave `field` (`owner`, `lease_owner`, `updated_by`): given with a session, it must
+/// be the session's name (400), since whoever reads it takes it for the agent's.
+pub(crate) fn session_name(
+    ctx: &WriteCtx<'_>,
+    presented: &Presented,
+    field: &str,
+    given: Option<&str>,
+) -> Result<String> {
+    let name = own_session(ctx, presented)?.name;
+    match given {
+        Some(given) if given != name => Err(Error::Invalid(format!(
+            "{field} is `{given}` but the session given is `{name}`'s; leave {field} out (it defaults to the session's name) or give `{name}`"
+        ))),
+        _ => Ok(name),
+    }
+}
+
 pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResult> {
     if let Some(live) = ctx.roster().session(&r.name)? {
         if !r.takeover {

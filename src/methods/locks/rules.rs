@@ -261,10 +261,9 @@ pub fn acquire(
     wait_ms: u64,
 ) -> Result<Served<AcquireResult>> {
     if let Some(presented) = &request.session {
-        let session = super::super::agents::rules::own_session(ctx, presented)?;
-        if request.owner.is_empty() {
-            request.owner = session.name;
-        }
+        // An empty owner was not given: the session's name is.
+        let given = Some(request.owner.as_str()).filter(|o| !o.is_empty());
+        request.owner = super::super::agents::rules::session_name(ctx, presented, "owner", given)?;
     }
     let holders = ctx.locks.held.holders(&request.key.key);
     if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {

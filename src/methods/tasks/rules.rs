@@ -212,10 +212,10 @@ pub fn acquire_next(
     wait_ms: u64,
 ) -> Result<Served<Option<AcquiredNode>>> {
     if let Some(presented) = &request.session {
-        let session = super::super::agents::rules::own_session(ctx, presented)?;
-        if request.owner.is_empty() {
-            request.owner = session.name;
-        }
+        // An empty owner was not given: the session's name is.
+        let given = Some(request.owner.as_str()).filter(|o| !o.is_empty());
+        request.owner =
+            super::super::agents::rules::session_name(ctx, presented, "lease_owner", given)?;
     }
     // An unknown task is refused before anything is written. Serving waiters writes, so
     // the task is looked up first when there are any; otherwise a runnable node of the
