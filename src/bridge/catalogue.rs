@@ -518,7 +518,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "AckMessages",
             kind: Kind::AsAgent,
             title: "Acknowledge messages",
-            description: "Mark your messages up to seq up_to as handled: baton_inbox then starts after them. Returns how many were acknowledged and how many are still unread.",
+            description: "Mark your messages up to seq up_to as handled: baton_inbox then starts after them. up_to must be the seq of a message you read (at most your newest). Returns how many were acknowledged and how many are still unread.",
             params: vec![
                 ("up_to", integer("The seq of the last message you handled."), true),
             ],

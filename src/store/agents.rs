@@ -169,6 +169,13 @@ impl<C: Sql> Agents for C {
         )?)
     }
 
+    fn newest_message(&self, name: &str) -> Result<u64> {
+        Ok(self.with(
+            "SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE name = ?1",
+            |s| s.query_row([name], |r| r.get(0)),
+        )?)
+    }
+
     fn cursor(&self, name: &str) -> Result<u64> {
         Ok(self
             .with("SELECT acked FROM inbox_cursors WHERE name = ?1", |s| {

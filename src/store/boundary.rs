@@ -523,6 +523,8 @@ pub trait Agents {
     fn inbox(&self, name: &str, after: u64, limit: u64) -> Result<Vec<MessageRow>>;
     /// How many of `name`'s messages lie after `after` (up to `up_to` when given).
     fn inbox_count(&self, name: &str, after: u64, up_to: Option<u64>) -> Result<u64>;
+    /// The seq of `name`'s newest message (0 when its inbox is empty).
+    fn newest_message(&self, name: &str) -> Result<u64>;
     /// `name`'s acknowledged cursor (0 when it never acknowledged).
     fn cursor(&self, name: &str) -> Result<u64>;
     fn set_cursor(&self, name: &str, acked: u64) -> Result<()>;

@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_leases_by_key",
         sql: include_str!("../../migrations/0017_leases_by_key.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_inbox_cursors_within_inboxes",
+        sql: include_str!("../../migrations/0018_inbox_cursors_within_inboxes.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -219,6 +224,23 @@ mod tests {
                 r#"{"lease_id":"a user payload stays"}"#,
             ]
         );
+    }
+
+    #[test]
+    fn a_cursor_past_its_inbox_goes_back_to_the_newest_message() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_through(&mut conn, 0, 17).unwrap();
+        // bob acknowledged 10^12 (accepted before 0018), carol within her inbox, dan has
+        // an empty inbox and a cursor past it.
+        conn.execute_batch(
+            "INSERT INTO inbox (name, seq) VALUES ('bob', 5), ('bob', 9), ('carol', 7), ('carol', 12);
+             INSERT INTO inbox_cursors (name, acked) VALUES
+                 ('bob', 1000000000000), ('carol', 7), ('dan', 3);",
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let acked: Vec<i64> = column(&conn, "SELECT acked FROM inbox_cursors ORDER BY name");
+        assert_eq!(acked, [9, 7, 0]);
     }
 
     #[test]

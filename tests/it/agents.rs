@@ -270,6 +270,51 @@ fn head(client: &mut Client) -> u64 {
 }
 
 #[test]
+fn acknowledging_past_the_newest_message_is_refused() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let alice = register(&mut client, "alice", json!({}));
+    let bob = register(&mut client, "bob", json!({}));
+    let first = client.result(
+        "SendMessage",
+        json!({"session_id": alice, "to": ["bob"], "body": 1}),
+    )["seq"]
+        .as_u64()
+        .unwrap();
+    // Something else moves the head past bob's newest message.
+    client.set("ns", "k", json!(1));
+    for up_to in [first + 1, 1_000_000_000_000] {
+        let refused = client.error("AckMessages", json!({"session_id": bob, "up_to": up_to}));
+        assert_error(&refused, 400, "invalid");
+        assert!(
+            refused["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("seq {first}")),
+            "names the newest: {refused}"
+        );
+    }
+    // Nothing moved: the next message is seen, and acknowledging counts right.
+    let second = client.result(
+        "SendMessage",
+        json!({"session_id": alice, "to": ["bob"], "body": 2}),
+    )["seq"]
+        .clone();
+    let inbox = client.result("ReadInbox", json!({"session_id": bob}));
+    assert_eq!(inbox["messages"].as_array().unwrap().len(), 2, "{inbox}");
+    let acked = client.result("AckMessages", json!({"session_id": bob, "up_to": first}));
+    assert_eq!(acked, json!({"acked": 1, "unread": 1}));
+    let acked = client.result("AckMessages", json!({"session_id": bob, "up_to": second}));
+    assert_eq!(acked, json!({"acked": 1, "unread": 0}));
+    // An empty inbox has nothing to acknowledge but 0.
+    let carol = register(&mut client, "carol", json!({}));
+    let refused = client.error("AckMessages", json!({"session_id": carol, "up_to": 1}));
+    assert_error(&refused, 400, "invalid");
+    let acked = client.result("AckMessages", json!({"session_id": carol, "up_to": 0}));
+    assert_eq!(acked, json!({"acked": 0, "unread": 0}));
+}
+
+#[test]
 fn an_owner_given_with_a_session_must_be_the_sessions_name() {
     let daemon = Daemon::start();
     let mut client = daemon.client();

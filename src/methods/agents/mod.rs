@@ -185,7 +185,7 @@ impl Method for ReadInboxParams {
 
 impl Method for AckMessagesParams {
     const NAME: &'static str = "AckMessages";
-    const SUMMARY: &'static str = "Mark your name's messages up to seq `up_to` as read (the durable cursor ReadInbox starts from); returns how many were acknowledged and how many remain.";
+    const SUMMARY: &'static str = "Mark your name's messages up to seq `up_to` as read (the durable cursor ReadInbox starts from; beyond your newest message is 400); returns how many were acknowledged and how many remain.";
     type Output = AckMessagesResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);

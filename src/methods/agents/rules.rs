@@ -345,6 +345,15 @@ pub fn read(
 
 pub fn ack(ctx: &mut WriteCtx<'_>, presented: &Presented, up_to: u64) -> Result<AckMessagesResult> {
     let name = own_session(ctx, presented)?.name;
+    // A cursor past the newest message would hide every later one below it.
+    let newest = ctx.roster().newest_message(&name)?;
+    if up_to > newest {
+        return Err(Error::Invalid(if newest == 0 {
+            format!("up_to is {up_to} but the inbox of `{name}` holds no message yet; acknowledge only seqs ReadInbox returned")
+        } else {
+            format!("up_to is {up_to}, past the newest message of `{name}`'s inbox (seq {newest}); acknowledge at most seq {newest}, the seq of the last message you handled")
+        }));
+    }
     let cursor = ctx.roster().cursor(&name)?;
     let acked = if up_to > cursor {
         let acked = ctx.roster().inbox_count(&name, cursor, Some(up_to))?;

@@ -156,6 +156,14 @@ impl Agents for PgConn {
         Ok(u(row.get(0)))
     }
 
+    fn newest_message(&self, name: &str) -> Result<u64> {
+        let row = self.query_one(
+            "SELECT COALESCE(MAX(seq), 0)::bigint FROM inbox WHERE name = $1",
+            &[&name],
+        )?;
+        Ok(u(row.get(0)))
+    }
+
     fn cursor(&self, name: &str) -> Result<u64> {
         let row = self.query_opt("SELECT acked FROM inbox_cursors WHERE name = $1", &[&name])?;
         Ok(row.map_or(0, |r| u(r.get(0))))
