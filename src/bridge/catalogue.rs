@@ -446,7 +446,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "RegisterAgent",
             kind: Kind::Join,
             title: "Join as an agent",
-            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: an error means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session).",
+            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: a conflict means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session). A name belongs to the token that first joined under it: another token's name is refused (forbidden), takeover or not; pick a name of your own.",
             params: vec![
                 ("name", string("Your agent name, 1 to 128 bytes, unique among live agents."), true),
                 ("role", string("What you do, shown to others, e.g. reviewer."), false),

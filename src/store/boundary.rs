@@ -504,6 +504,13 @@ pub struct MessageRow {
     pub sent_at: i64,
 }
 
+/// The owner of an agent name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameOwner {
+    /// The token's id; None: the Unix socket's admin.
+    pub token_id: Option<String>,
+}
+
 /// Agents' sessions and inboxes.
 pub trait Agents {
     fn session(&self, name: &str) -> Result<Option<SessionRow>>;
@@ -513,8 +520,13 @@ pub trait Agents {
     fn insert_session(&self, session: &SessionRow) -> Result<()>;
     fn touch_session(&self, name: &str, last_seen: i64, expires_at: i64) -> Result<()>;
     fn delete_session(&self, name: &str) -> Result<()>;
-    /// Remembers that `name` registered (a recipient of "*" from now on).
-    fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()>;
+    /// Who owns `name`: the token that first registered it. None for a name never
+    /// registered, or registered only before owners were kept (the next registration
+    /// claims it).
+    fn name_owner(&self, name: &str) -> Result<Option<NameOwner>>;
+    /// Remembers that `name` registered (a recipient of "*" from now on), and that `owner`
+    /// owns it unless someone already does.
+    fn remember_agent(&self, name: &str, owner: &NameOwner, at_ms: i64) -> Result<()>;
     /// Every name that ever registered.
     fn agent_names(&self) -> Result<Vec<String>>;
     /// Stores a message and puts it in each recipient's inbox.

@@ -1,11 +1,12 @@
 //! Agents and their inboxes: one live session per name, takeover, expiry on the daemon's
 //! clock, messages that outlive sessions, a durable acknowledged cursor, readers woken by
-//! a message, and `message.sent` without the body. What a session takes carries its name
-//! and no other.
+//! a message, and `message.sent` without the body. A name belongs to the token that first
+//! registered it; what a session takes carries its name and no other.
 
 use serde_json::{json, Value};
 
 use crate::common::{assert_error, Client, Daemon};
+use crate::net::{tcp_daemon, token, NetClient};
 
 fn register(client: &mut Client, name: &str, extra: Value) -> String {
     let mut params = json!({ "name": name });
@@ -267,6 +268,122 @@ fn head(client: &mut Client) -> u64 {
     client.result("ReadEvents", json!({"since_seq": 0, "limit": 1000}))["next_seq"]
         .as_u64()
         .unwrap()
+}
+
+/// The `tcp://` address the daemon's last start bound (a restart binds a new port).
+fn last_tcp_address(daemon: &Daemon) -> std::net::SocketAddr {
+    let log = daemon.log();
+    let marker = "serving tcp://";
+    let at = log.rfind(marker).expect("a tcp listener in the log") + marker.len();
+    let rest = &log[at..];
+    rest[..rest.find(' ').unwrap()].parse().unwrap()
+}
+
+fn net_client(daemon: &Daemon, secret: &str) -> NetClient {
+    let mut client = NetClient::tcp(last_tcp_address(daemon));
+    client.authenticate(secret);
+    client
+}
+
+fn net_register(client: &mut NetClient, name: &str, extra: Value) -> String {
+    let mut params = json!({ "name": name });
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    client.result("RegisterAgent", params)["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_name_belongs_to_the_token_that_first_registered_it() {
+    let mut daemon = tcp_daemon();
+    let mut admin = daemon.client();
+    let (owner_secret, thief_secret) = (token(&daemon, &["agents"]), token(&daemon, &["agents"]));
+    let mut owner = net_client(&daemon, &owner_secret);
+    let mut thief = net_client(&daemon, &thief_secret);
+    let planner = net_register(&mut owner, "planner", json!({"role": "plan"}));
+    // The Unix socket's admin owns the names it registers too.
+    let ops = register(&mut admin, "ops", json!({}));
+    let sent = admin.result(
+        "SendMessage",
+        json!({"session_id": ops, "to": ["planner"], "body": {"deploy_key": "s3cret"}}),
+    );
+    let before = head(&mut admin);
+    // Another token cannot take the name, with or without takeover, nor the admin's.
+    for (name, takeover) in [("planner", false), ("planner", true), ("ops", true)] {
+        let refused = thief.error("RegisterAgent", json!({"name": name, "takeover": takeover}));
+        assert_error(&refused, 403, "forbidden");
+        let message = refused["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("`{name}`")) && message.contains("another token"),
+            "{refused}"
+        );
+    }
+    // Nor use the owner's session: it is another token's (410, as if unknown).
+    for (method, params) in [
+        ("ReadInbox", json!({"session_id": planner})),
+        (
+            "AckMessages",
+            json!({"session_id": planner, "up_to": sent["seq"]}),
+        ),
+        ("AgentHeartbeat", json!({"session_id": planner})),
+        ("EndSession", json!({"session_id": planner})),
+    ] {
+        assert_error(&thief.error(method, params), 410, "lease_invalid");
+    }
+    assert_eq!(head(&mut admin), before, "a refusal writes nothing");
+    owner.result("AgentHeartbeat", json!({"session_id": planner}));
+    let inbox = owner.result("ReadInbox", json!({"session_id": planner}));
+    assert_eq!(inbox["messages"][0]["body"]["deploy_key"], "s3cret");
+
+    // Offline, the name and its stored inbox are still the owner's, across a restart.
+    owner.result("EndSession", json!({"session_id": planner}));
+    daemon.sigterm();
+    daemon.restart();
+    let mut thief = net_client(&daemon, &thief_secret);
+    let refused = thief.error("RegisterAgent", json!({"name": "planner"}));
+    assert_error(&refused, 403, "forbidden");
+    // Names of its own are fine.
+    net_register(&mut thief, "thief-1", json!({}));
+    // An admin may take over any name; the name stays its owner's.
+    let mut admin_token = net_client(&daemon, &token(&daemon, &["admin"]));
+    net_register(&mut admin_token, "planner", json!({"takeover": true}));
+    let mut owner = net_client(&daemon, &owner_secret);
+    let planner = net_register(&mut owner, "planner", json!({"takeover": true}));
+    let inbox = owner.result("ReadInbox", json!({"session_id": planner}));
+    assert_eq!(inbox["messages"][0]["body"]["deploy_key"], "s3cret");
+    let mut admin = daemon.client();
+    register(&mut admin, "planner", json!({"takeover": true}));
+}
+
+#[test]
+fn agents_grants_with_a_pattern_limit_the_names_a_token_registers() {
+    let daemon = tcp_daemon();
+    let mut bots = net_client(&daemon, &token(&daemon, &["agents:bot-*"]));
+    let refused = bots.error("RegisterAgent", json!({"name": "planner"}));
+    let data = assert_error(&refused, 403, "forbidden");
+    assert_eq!(data["needed"], "agents:planner");
+    let me = net_register(&mut bots, "bot-1", json!({}));
+    // The rest of the agent methods act on the session the grant let it register.
+    let sent = bots.result(
+        "SendMessage",
+        json!({"session_id": me, "to": ["bot-1"], "body": "note to self"}),
+    );
+    bots.result("ReadInbox", json!({"session_id": me}));
+    bots.result(
+        "AckMessages",
+        json!({"session_id": me, "up_to": sent["seq"]}),
+    );
+    bots.result("ListAgents", json!({}));
+    bots.result("EndSession", json!({"session_id": me}));
+    let bad = daemon.client().error(
+        "CreateToken",
+        json!({"name": "x", "scopes": ["agents:a*b"]}),
+    );
+    assert_error(&bad, 400, "invalid");
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn ttl_ms(ttl_secs: Option<u64>) -> Result<u64> {
 
 impl Method for RegisterAgentParams {
     const NAME: &'static str = "RegisterAgent";
-    const SUMMARY: &'static str = "Join as an agent named `name` (one live session per name; 409 unless takeover). Keep the session_id secret and heartbeat within ttl_secs (default 60).";
+    const SUMMARY: &'static str = "Join as an agent named `name` (one live session per name; 409 unless takeover; a name belongs to the token that first registered it, and another token's is 403 unless admin). Keep the session_id secret and heartbeat within ttl_secs (default 60).";
     type Output = RegisterAgentResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         check_name("name", &self.name)?;
@@ -71,6 +71,7 @@ impl Method for RegisterAgentParams {
             takeover: self.takeover,
             connection: cx.connection.id,
             token_id: cx.token_id(),
+            admin: cx.is_admin(),
         };
         write::<Self>(cx, None, move |ctx| rules::register(ctx, register))
     }

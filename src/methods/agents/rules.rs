@@ -4,7 +4,8 @@
 //! its session's name, it lands in every recipient's inbox (a name's, outliving
 //! sessions), `message.sent` never carries the body, and a reader waiting on an inbox is
 //! answered the moment a message arrives. A session is bound to the token that
-//! registered it, like a lease.
+//! registered it, like a lease, and a name to the token that first registered it: only
+//! that token, or an admin, registers it again (and so reads its inbox).
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::protocol::agents::{
 };
 use crate::protocol::journal::EventType;
 use crate::protocol::reply;
-use crate::store::boundary::{MessageRow, NewEvent, SessionRow, Storage};
+use crate::store::boundary::{MessageRow, NameOwner, NewEvent, SessionRow, Storage};
 
 use super::super::journal::append;
 use super::super::schedule::Due;
@@ -37,6 +38,9 @@ pub struct Register {
     pub takeover: bool,
     pub connection: u64,
     pub token_id: Option<String>,
+    /// Whether the caller is an admin (the Unix socket's, or a token's `admin` grant),
+    /// who may register a name another token owns.
+    pub admin: bool,
 }
 
 /// A SendMessage, checked.
@@ -109,6 +113,23 @@ pub(crate) fn session_name(
 }
 
 pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResult> {
+    // A name is its first registrant's: whoever else registers it would end its session,
+    // read its inbox and send as it. Judged before the live session, so that another
+    // token learns nothing of it.
+    let caller = NameOwner {
+        token_id: r.token_id.clone(),
+    };
+    if let Some(owner) = ctx.roster().name_owner(&r.name)? {
+        if owner != caller && !r.admin {
+            return Err(Error::Forbidden {
+                message: format!(
+                    "the agent name `{}` belongs to another token (the one that first registered it); register under a name of your own, or ask an admin",
+                    r.name
+                ),
+                needed: "admin".into(),
+            });
+        }
+    }
     if let Some(live) = ctx.roster().session(&r.name)? {
         if !r.takeover {
             let mut data = serde_json::Map::new();
@@ -141,7 +162,7 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
         token_id: r.token_id,
         holder_connection: connection,
     })?;
-    ctx.roster().remember_agent(&r.name, ctx.now_ms)?;
+    ctx.roster().remember_agent(&r.name, &caller, ctx.now_ms)?;
     event(
         ctx,
         EventType::AgentJoined,
