@@ -393,7 +393,7 @@ pub fn catalogue() -> Vec<Tool> {
                 ("task_id", string(TASK_ID), true),
                 ("node_id", string(NODE_ID), true),
                 ("lease_id", string(NODE_LEASE), false),
-                ("action_type", string("What happened, e.g. file_written."), true),
+                ("action_type", string("What happened: custom. and a name, e.g. custom.file_written, or node.progress (every other type is batond's own)."), true),
                 ("payload", any("Details (any JSON)."), true),
             ],
             output: output(&["event_seq"], json!({"event_seq": {"type": "integer"}})),
@@ -446,7 +446,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "RegisterAgent",
             kind: Kind::Join,
             title: "Join as an agent",
-            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: an error means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session).",
+            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: a conflict means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session). A name belongs to the token that first joined under it: another token's name is refused (forbidden), takeover or not; pick a name of your own.",
             params: vec![
                 ("name", string("Your agent name, 1 to 128 bytes, unique among live agents."), true),
                 ("role", string("What you do, shown to others, e.g. reviewer."), false),
@@ -518,7 +518,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: "AckMessages",
             kind: Kind::AsAgent,
             title: "Acknowledge messages",
-            description: "Mark your messages up to seq up_to as handled: baton_inbox then starts after them. Returns how many were acknowledged and how many are still unread.",
+            description: "Mark your messages up to seq up_to as handled: baton_inbox then starts after them. up_to must be the seq of a message you read (at most your newest). Returns how many were acknowledged and how many are still unread.",
             params: vec![
                 ("up_to", integer("The seq of the last message you handled."), true),
             ],

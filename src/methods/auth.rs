@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::app::App;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::store::boundary::NewEvent;
 use crate::store::boundary::{NewToken, StoredToken};
 
@@ -513,9 +514,8 @@ fn create_token(
         ctx,
         seq,
         &NewEvent {
-            kind: "token.created",
             data: &data.to_string(),
-            ..NewEvent::default()
+            ..NewEvent::of(EventType::TokenCreated)
         },
     )?;
     Ok(CreateTokenResult {
@@ -644,9 +644,8 @@ impl Method for RevokeTokenParams {
                 ctx,
                 seq,
                 &NewEvent {
-                    kind: "token.revoked",
                     data: &data.to_string(),
-                    ..NewEvent::default()
+                    ..NewEvent::of(EventType::TokenRevoked)
                 },
             )?;
             Ok(RevokeTokenResult { revoked: true })

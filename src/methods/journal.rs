@@ -26,7 +26,7 @@ pub fn appended(ctx: &WriteCtx<'_>, seq: i64, event: &NewEvent<'_>) -> Result<Ar
     let owned = |s: Option<&str>| s.map(str::to_string);
     Ok(Event {
         seq: seq as u64,
-        kind: event.kind.to_string(),
+        kind: event.kind.as_str().to_string(),
         at: format_ms(ctx.now_ms),
         actor: owned(event.actor),
         namespace: owned(event.namespace),
@@ -115,15 +115,15 @@ pub fn check_publish(p: &PublishParams, limits: &Limits) -> Result<()> {
 
 pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult> {
     let seq = ctx.next_revision();
-    let kind = format!("custom.{}", p.topic);
+    // Whatever the topic says, the type is a client's: `custom.<topic>`.
+    let kind = format!("{CUSTOM_PREFIX}{}", p.topic);
     append(
         ctx,
         seq,
         &NewEvent {
-            kind: &kind,
             actor: p.actor.as_deref(),
             data: RawValue::get(&p.payload),
-            ..NewEvent::default()
+            ..NewEvent::of(EventType::from_client(&kind).map_err(Error::Invalid)?)
         },
     )?;
     Ok(PublishResult {

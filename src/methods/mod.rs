@@ -204,6 +204,15 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether this request acts as an admin: the Unix socket's, or a token with `admin`.
+    pub fn is_admin(&self) -> bool {
+        match self.connection.auth.principal(self.app) {
+            Ok(None) => true,
+            Ok(Some(principal)) => principal.scopes.is_admin(),
+            Err(_) => false,
+        }
+    }
+
     /// `lease_id` as presented by this request.
     pub fn presented(&self, lease_id: String) -> Presented {
         Presented {

@@ -11,7 +11,8 @@
 //! | `locks:PATTERN` | lock methods on matching resource keys |
 //! | `tasks:read`, `tasks:write`, `tasks:work` | task reads; + Register/Cancel; + node work |
 //! | `events:read`, `events:publish` | ReadEvents, Subscribe; Publish |
-//! | `agents` | the agent and message methods |
+//! | `agents` | the agent and message methods; RegisterAgent of any name no other token owns |
+//! | `agents:PATTERN` | the same, but RegisterAgent only of names matching PATTERN |
 //! | `read` | every read and nothing else: the kv reads of every namespace, ResourceLockStatus, ListResourceLocks, TaskStatus, ListTasks, ReadEvents, Subscribe, ListAgents (the dashboard's token) |
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
@@ -71,6 +72,8 @@ pub enum Grant {
     EventsRead,
     EventsPublish,
     Agents,
+    /// The agent methods, registering only names that match.
+    AgentsNamed(Pattern),
     /// Every read, and nothing else.
     Read,
 }
@@ -93,9 +96,11 @@ impl Grant {
                     Grant::KvWrite(Pattern::parse(p, raw)?)
                 } else if let Some(p) = raw.strip_prefix("locks:") {
                     Grant::Locks(Pattern::parse(p, raw)?)
+                } else if let Some(p) = raw.strip_prefix("agents:") {
+                    Grant::AgentsNamed(Pattern::parse(p, raw)?)
                 } else {
                     return Err(format!(
-                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents or read"
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN or read"
                     ));
                 }
             }
@@ -139,7 +144,9 @@ impl Scopes {
             (Grant::TasksWork, Need::TasksWork) => true,
             (Grant::EventsRead, Need::EventsRead) => true,
             (Grant::EventsPublish, Need::EventsPublish) => true,
-            (Grant::Agents, Need::Agents | Need::AgentsRead) => true,
+            (Grant::Agents, Need::Agents | Need::AgentsRead | Need::AgentName(_)) => true,
+            (Grant::AgentsNamed(_), Need::Agents | Need::AgentsRead) => true,
+            (Grant::AgentsNamed(p), Need::AgentName(name)) => p.matches(name),
             (Grant::Locks(p), Need::LockRead(key)) => p.matches(key),
             (
                 Grant::Read,
@@ -210,6 +217,8 @@ pub enum Need {
     Agents,
     /// ListAgents.
     AgentsRead,
+    /// RegisterAgent of this name (whether another token owns it is the rules' to judge).
+    AgentName(String),
 }
 
 impl Need {
@@ -228,6 +237,7 @@ impl Need {
             Need::EventsRead => "events:read".into(),
             Need::EventsPublish => "events:publish".into(),
             Need::Agents | Need::AgentsRead => "agents".into(),
+            Need::AgentName(name) => format!("agents:{name}"),
         }
     }
 }
@@ -385,7 +395,6 @@ fixed! {
     tasks::CompleteNodeParams => [Need::TasksWork];
     tasks::FailNodeParams => [Need::TasksWork];
     tasks::CommitEventParams => [Need::TasksWork];
-    super::agents::RegisterAgentParams => [Need::Agents];
     super::agents::AgentHeartbeatParams => [Need::Agents];
     super::agents::EndSessionParams => [Need::Agents];
     super::agents::ListAgentsParams => [Need::AgentsRead];
@@ -467,6 +476,12 @@ impl Scoped for state::TxnParams {
     }
 }
 
+impl Scoped for super::agents::RegisterAgentParams {
+    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
+        Ok(vec![Need::AgentName(self.name.clone())])
+    }
+}
+
 impl Scoped for locks::ListResourceLocksParams {
     const LISTS_LOCKS: bool = true;
     fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
@@ -526,8 +541,28 @@ mod tests {
     }
 
     #[test]
+    fn agents_patterns_limit_the_names_registered_not_the_other_agent_methods() {
+        let s = scopes(&["agents:bot-*"]);
+        assert!(s.allows(&Need::AgentName("bot-1".into())));
+        assert!(!s.allows(&Need::AgentName("planner".into())));
+        assert!(s.allows(&Need::Agents));
+        assert!(s.allows(&Need::AgentsRead));
+        assert!(scopes(&["agents"]).allows(&Need::AgentName("planner".into())));
+        assert!(!scopes(&["read"]).allows(&Need::AgentName("planner".into())));
+        assert_eq!(Need::AgentName("planner".into()).grant(), "agents:planner");
+    }
+
+    #[test]
     fn bad_grants_are_refused_with_what_to_write() {
-        for bad in ["kv:read:", "kv:read:a*b", "kv:*", "root", "locks:"] {
+        for bad in [
+            "kv:read:",
+            "kv:read:a*b",
+            "kv:*",
+            "root",
+            "locks:",
+            "agents:",
+            "agents:a*b",
+        ] {
             let err = Scopes::parse(&[bad.to_string()]).unwrap_err();
             assert_eq!(err.code(), 400, "{bad}: {err}");
         }

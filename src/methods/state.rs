@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use super::writer::WriteCtx;
 use super::Presented;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
 use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
@@ -100,10 +101,15 @@ pub fn check_set(p: &SetParams, limits: &Limits) -> Result<()> {
 }
 
 /// Set; with a session (validated here, on the writer), the key lives with it and
-/// `updated_by` defaults to the session's name.
+/// `updated_by` defaults to the session's name (given, it must be that name).
 pub fn set(ctx: &mut WriteCtx<'_>, p: SetParams, session: Option<Presented>) -> Result<SetResult> {
     let name = match &session {
-        Some(presented) => Some(super::agents::rules::own_session(ctx, presented)?.name),
+        Some(presented) => Some(super::agents::rules::session_name(
+            ctx,
+            presented,
+            "updated_by",
+            p.updated_by.as_deref(),
+        )?),
         None => None,
     };
     let origin = Origin {
@@ -394,16 +400,15 @@ fn write_version(
         revision,
         ctx.now_ms,
         &NewEvent {
-            kind: if value.is_none() {
-                "kv.delete"
-            } else {
-                "kv.set"
-            },
             actor: updated_by,
             namespace: Some(namespace),
             key: Some(key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(if value.is_none() {
+                EventType::KvDelete
+            } else {
+                EventType::KvSet
+            })
         },
     )?;
     Ok(Written {

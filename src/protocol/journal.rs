@@ -6,6 +6,131 @@ use serde::{Deserialize, Serialize};
 
 use super::Json;
 
+/// An event's type, as the journal stores it. The daemon's own types are the variants,
+/// each spelt once (in [`EventType::as_str`]); a client writes only `custom.*` (Publish's
+/// topic, CommitEvent's action_type) and, through CommitEvent, its node's `node.progress`
+/// ([`EventType::from_client`]). Every event the daemon journals names its type through
+/// this enum, so no request can write an audit event (`token.revoked`, `agent.left`,
+/// `message.sent`, ...) that the daemon did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType<'a> {
+    KvSet,
+    KvDelete,
+    LockAcquired,
+    LockReleased,
+    LockExpired,
+    TaskRegistered,
+    TaskRunning,
+    TaskCompleted,
+    TaskFailed,
+    TaskCancelled,
+    NodeAcquired,
+    NodeCompleted,
+    NodeFailed,
+    NodeRolledBack,
+    /// A worker's note on its own node (CommitEvent).
+    NodeProgress,
+    AgentJoined,
+    AgentLeft,
+    MessageSent,
+    TokenCreated,
+    TokenRevoked,
+    /// A client's type: `custom.` and at least one byte more.
+    Custom(CustomType<'a>),
+}
+
+/// A client's event type: `custom.` and at least one byte more (made only by
+/// [`EventType::from_client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomType<'a>(&'a str);
+
+/// What every client-written event type starts with.
+pub const CUSTOM_PREFIX: &str = "custom.";
+
+impl<'a> EventType<'a> {
+    /// Every type of the daemon's (all but [`EventType::Custom`]).
+    pub const DAEMON: [EventType<'static>; 20] = [
+        EventType::KvSet,
+        EventType::KvDelete,
+        EventType::LockAcquired,
+        EventType::LockReleased,
+        EventType::LockExpired,
+        EventType::TaskRegistered,
+        EventType::TaskRunning,
+        EventType::TaskCompleted,
+        EventType::TaskFailed,
+        EventType::TaskCancelled,
+        EventType::NodeAcquired,
+        EventType::NodeCompleted,
+        EventType::NodeFailed,
+        EventType::NodeRolledBack,
+        EventType::NodeProgress,
+        EventType::AgentJoined,
+        EventType::AgentLeft,
+        EventType::MessageSent,
+        EventType::TokenCreated,
+        EventType::TokenRevoked,
+    ];
+
+    /// The type as the journal stores it and ReadEvents filters it.
+    pub fn as_str(&self) -> &'a str {
+        match self {
+            EventType::KvSet => "kv.set",
+            EventType::KvDelete => "kv.delete",
+            EventType::LockAcquired => "lock.acquired",
+            EventType::LockReleased => "lock.released",
+            EventType::LockExpired => "lock.expired",
+            EventType::TaskRegistered => "task.registered",
+            EventType::TaskRunning => "task.running",
+            EventType::TaskCompleted => "task.completed",
+            EventType::TaskFailed => "task.failed",
+            EventType::TaskCancelled => "task.cancelled",
+            EventType::NodeAcquired => "node.acquired",
+            EventType::NodeCompleted => "node.completed",
+            EventType::NodeFailed => "node.failed",
+            EventType::NodeRolledBack => "node.rolled_back",
+            EventType::NodeProgress => "node.progress",
+            EventType::AgentJoined => "agent.joined",
+            EventType::AgentLeft => "agent.left",
+            EventType::MessageSent => "message.sent",
+            EventType::TokenCreated => "token.created",
+            EventType::TokenRevoked => "token.revoked",
+            EventType::Custom(CustomType(text)) => text,
+        }
+    }
+
+    /// A type a client asked to write: `custom.*`, or `node.progress`; any other is the
+    /// daemon's alone, and the error says which type to use instead.
+    pub fn from_client(text: &'a str) -> Result<EventType<'a>, String> {
+        if text == EventType::NodeProgress.as_str() {
+            return Ok(EventType::NodeProgress);
+        }
+        match text.strip_prefix(CUSTOM_PREFIX) {
+            Some(rest) if !rest.is_empty() => Ok(EventType::Custom(CustomType(text))),
+            Some(_) => Err(format!(
+                "the event type `{text}` names nothing after `{CUSTOM_PREFIX}`; name what happened, e.g. `{CUSTOM_PREFIX}file.written`"
+            )),
+            None => {
+                let instead = if text.is_empty() { "file.written" } else { text };
+                Err(format!(
+                    "the event type `{text}` is not a client's: clients write only `{CUSTOM_PREFIX}*` types (and `node.progress` on their node), every other type is the daemon's; use `{CUSTOM_PREFIX}{instead}`"
+                ))
+            }
+        }
+    }
+
+    /// The event a task's status change journals.
+    pub fn task_status(status: super::tasks::TaskStatus) -> EventType<'static> {
+        use super::tasks::TaskStatus;
+        match status {
+            TaskStatus::Running => EventType::TaskRunning,
+            TaskStatus::Completed => EventType::TaskCompleted,
+            TaskStatus::Failed => EventType::TaskFailed,
+            TaskStatus::Cancelled => EventType::TaskCancelled,
+        }
+    }
+}
+
 /// One journal entry.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Event {
@@ -175,4 +300,28 @@ pub struct UnsubscribeParams {
 pub struct UnsubscribeResult {
     pub subscription_id: String,
     pub unsubscribed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_write_only_custom_types_and_node_progress() {
+        for daemon in EventType::DAEMON {
+            let text = daemon.as_str();
+            match daemon {
+                EventType::NodeProgress => assert_eq!(EventType::from_client(text), Ok(daemon)),
+                _ => {
+                    let err = EventType::from_client(text).unwrap_err();
+                    assert!(err.contains(&format!("`custom.{text}`")), "{err}");
+                }
+            }
+        }
+        let custom = EventType::from_client("custom.file.written").unwrap();
+        assert_eq!(custom.as_str(), "custom.file.written");
+        for bad in ["", "custom.", "file.written", "Custom.x", "node.progress2"] {
+            assert!(EventType::from_client(bad).is_err(), "{bad}");
+        }
+    }
 }

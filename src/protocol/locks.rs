@@ -12,7 +12,8 @@ pub struct AcquireResourceLockParams {
     /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
     pub resource_key: String,
     /// Who holds it (an agent's name). Asking again with the same owner returns the same
-    /// lease. Defaults to the session's name with `session_id`; one of the two is needed.
+    /// lease. Defaults to the session's name with `session_id` (and, given with it, must be
+    /// that name); one of the two is needed.
     pub owner: Option<String>,
     /// Tie the lease to this session (RegisterAgent): it ends (`abandoned`) with it.
     pub session_id: Option<String>,

@@ -56,7 +56,7 @@ pub struct SetParams {
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     /// Bind the key to this session (RegisterAgent): it is deleted when the session ends,
-    /// and `updated_by` defaults to the session's name.
+    /// and `updated_by` defaults to the session's name (given, it must be that name).
     pub session_id: Option<String>,
     pub idempotency_key: Option<String>,
 }

@@ -138,8 +138,8 @@ pub struct RegisterTaskResult {
 pub struct AcquireNextNodeParams {
     /// Only this task's nodes; any task's when absent.
     pub task_id: Option<String>,
-    /// Who works on the node. Defaults to the session's name with `session_id`; one of the
-    /// two is needed.
+    /// Who works on the node. Defaults to the session's name with `session_id` (and, given
+    /// with it, must be that name); one of the two is needed.
     pub lease_owner: Option<String>,
     /// Tie the node lease to this session (RegisterAgent): the node rolls back when it ends.
     pub session_id: Option<String>,
@@ -262,7 +262,8 @@ pub struct CommitEventParams {
     pub node_id: String,
     /// Required while the node is RUNNING.
     pub lease_id: Option<String>,
-    /// The event's type, e.g. `file.written` (not kv., lock., task. or node.).
+    /// The event's type: `custom.` and what happened (e.g. `custom.file.written`), or
+    /// `node.progress`; every other type is the daemon's.
     pub action_type: String,
     #[schemars(with = "serde_json::Value")]
     pub payload: Json,

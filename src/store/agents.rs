@@ -1,12 +1,13 @@
-//! SQL for sessions (`sessions`), the names that ever registered (`agents`) and the
-//! inboxes (`messages`, `inbox`, `inbox_cursors`): SQLite's side of [`Agents`]. Who may
-//! register, when a session ends and who is told are rules in `methods::agents`.
+//! SQL for sessions (`sessions`), the names that ever registered and the token that owns
+//! each (`agents`), and the inboxes (`messages`, `inbox`, `inbox_cursors`): SQLite's side
+//! of [`Agents`]. Who may register, when a session ends and who is told are rules in
+//! `methods::agents`.
 
 use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::Result;
 
-use super::boundary::{Agents, MessageRow, SessionRow};
+use super::boundary::{Agents, MessageRow, NameOwner, SessionRow};
 use super::sql::Sql;
 
 const SESSION_COLUMNS: &str = "name, session_id, role, metadata, started_at, last_seen, expires_at, token_id, holder_connection";
@@ -104,10 +105,24 @@ impl<C: Sql> Agents for C {
         Ok(())
     }
 
-    fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()> {
+    fn name_owner(&self, name: &str) -> Result<Option<NameOwner>> {
+        Ok(self
+            .with(
+                "SELECT owner_token_id FROM agents WHERE name = ?1 AND claimed_at IS NOT NULL",
+                |s| s.query_row([name], |r| r.get(0)),
+            )
+            .optional()?
+            .map(|token_id| NameOwner { token_id }))
+    }
+
+    fn remember_agent(&self, name: &str, owner: &NameOwner, at_ms: i64) -> Result<()> {
         self.with(
-            "INSERT OR IGNORE INTO agents (name, first_seen) VALUES (?1, ?2)",
-            |s| s.execute(params![name, at_ms]),
+            "INSERT INTO agents (name, first_seen, claimed_at, owner_token_id)
+             VALUES (?1, ?2, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE
+                SET claimed_at = excluded.claimed_at, owner_token_id = excluded.owner_token_id
+                WHERE agents.claimed_at IS NULL",
+            |s| s.execute(params![name, at_ms, owner.token_id]),
         )?;
         Ok(())
     }
@@ -166,6 +181,13 @@ impl<C: Sql> Agents for C {
         Ok(self.with(
             "SELECT COUNT(*) FROM inbox WHERE name = ?1 AND seq > ?2 AND (?3 IS NULL OR seq <= ?3)",
             |s| s.query_row(params![name, after, up_to], |r| r.get(0)),
+        )?)
+    }
+
+    fn newest_message(&self, name: &str) -> Result<u64> {
+        Ok(self.with(
+            "SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE name = ?1",
+            |s| s.query_row([name], |r| r.get(0)),
         )?)
     }
 

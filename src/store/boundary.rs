@@ -14,15 +14,14 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use crate::error::Result;
-use crate::protocol::journal::{Event, EventFilter};
+use crate::protocol::journal::{Event, EventFilter, EventType};
 use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
 
 /// An event about to be appended; `seq` is the revision of the change it records.
-#[derive(Default)]
 pub struct NewEvent<'a> {
-    pub kind: &'a str,
+    pub kind: EventType<'a>,
     pub actor: Option<&'a str>,
     pub namespace: Option<&'a str>,
     pub key: Option<&'a str>,
@@ -31,6 +30,22 @@ pub struct NewEvent<'a> {
     pub node_id: Option<&'a str>,
     /// JSON text.
     pub data: &'a str,
+}
+
+impl<'a> NewEvent<'a> {
+    /// An event of type `kind` with nothing else set yet: `NewEvent { data, ..NewEvent::of(kind) }`.
+    pub fn of(kind: EventType<'a>) -> NewEvent<'a> {
+        NewEvent {
+            kind,
+            actor: None,
+            namespace: None,
+            key: None,
+            resource_key: None,
+            task_id: None,
+            node_id: None,
+            data: "",
+        }
+    }
 }
 
 /// A key's stored row, live or the tombstone a delete left: what a write needs of it. The
@@ -489,6 +504,13 @@ pub struct MessageRow {
     pub sent_at: i64,
 }
 
+/// The owner of an agent name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameOwner {
+    /// The token's id; None: the Unix socket's admin.
+    pub token_id: Option<String>,
+}
+
 /// Agents' sessions and inboxes.
 pub trait Agents {
     fn session(&self, name: &str) -> Result<Option<SessionRow>>;
@@ -498,8 +520,13 @@ pub trait Agents {
     fn insert_session(&self, session: &SessionRow) -> Result<()>;
     fn touch_session(&self, name: &str, last_seen: i64, expires_at: i64) -> Result<()>;
     fn delete_session(&self, name: &str) -> Result<()>;
-    /// Remembers that `name` registered (a recipient of "*" from now on).
-    fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()>;
+    /// Who owns `name`: the token that first registered it. None for a name never
+    /// registered, or registered only before owners were kept (the next registration
+    /// claims it).
+    fn name_owner(&self, name: &str) -> Result<Option<NameOwner>>;
+    /// Remembers that `name` registered (a recipient of "*" from now on), and that `owner`
+    /// owns it unless someone already does.
+    fn remember_agent(&self, name: &str, owner: &NameOwner, at_ms: i64) -> Result<()>;
     /// Every name that ever registered.
     fn agent_names(&self) -> Result<Vec<String>>;
     /// Stores a message and puts it in each recipient's inbox.
@@ -508,6 +535,8 @@ pub trait Agents {
     fn inbox(&self, name: &str, after: u64, limit: u64) -> Result<Vec<MessageRow>>;
     /// How many of `name`'s messages lie after `after` (up to `up_to` when given).
     fn inbox_count(&self, name: &str, after: u64, up_to: Option<u64>) -> Result<u64>;
+    /// The seq of `name`'s newest message (0 when its inbox is empty).
+    fn newest_message(&self, name: &str) -> Result<u64>;
     /// `name`'s acknowledged cursor (0 when it never acknowledged).
     fn cursor(&self, name: &str) -> Result<u64>;
     fn set_cursor(&self, name: &str, acked: u64) -> Result<()>;

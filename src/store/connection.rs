@@ -364,11 +364,10 @@ mod tests {
             .unwrap();
         let data = format!("{{\"outcome\":\"{outcome}\"}}");
         let event = NewEvent {
-            kind: "lock.released",
             actor: Some(owner),
             resource_key: Some(key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(crate::protocol::journal::EventType::LockReleased)
         };
         writes.storage().append_event(seq, at_ms, &event).unwrap();
         writes.storage().set_head_revision(seq).unwrap();

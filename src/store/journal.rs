@@ -33,7 +33,7 @@ impl<C: Sql> Journal for C {
             |s| {
                 s.execute(params![
                     seq,
-                    event.kind,
+                    event.kind.as_str(),
                     at_ms,
                     event.actor,
                     event.namespace,

@@ -72,9 +72,8 @@ mod tests {
         let (store, writes) = Store::open(&dir.path().join("baton.db"), 0).unwrap();
         let mut writes = writes();
         let event = NewEvent {
-            kind: "custom.t",
             data: "{}",
-            ..NewEvent::default()
+            ..NewEvent::of(crate::protocol::journal::EventType::from_client("custom.t").unwrap())
         };
         writes.begin(&Foreseen::default()).unwrap();
         let before = writes.storage().head_revision().unwrap();

@@ -98,6 +98,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_leases_by_key",
         sql: include_str!("../../migrations/0017_leases_by_key.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_inbox_cursors_within_inboxes",
+        sql: include_str!("../../migrations/0018_inbox_cursors_within_inboxes.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "0019_agent_name_owners",
+        sql: include_str!("../../migrations/0019_agent_name_owners.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
@@ -217,6 +227,49 @@ mod tests {
                 r#"{"attempt":1}"#,
                 r#"{"attempt":1,"reason":"x"}"#,
                 r#"{"lease_id":"a user payload stays"}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cursor_past_its_inbox_goes_back_to_the_newest_message() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_through(&mut conn, 0, 17).unwrap();
+        // bob acknowledged 10^12 (accepted before 0018), carol within her inbox, dan has
+        // an empty inbox and a cursor past it.
+        conn.execute_batch(
+            "INSERT INTO inbox (name, seq) VALUES ('bob', 5), ('bob', 9), ('carol', 7), ('carol', 12);
+             INSERT INTO inbox_cursors (name, acked) VALUES
+                 ('bob', 1000000000000), ('carol', 7), ('dan', 3);",
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let acked: Vec<i64> = column(&conn, "SELECT acked FROM inbox_cursors ORDER BY name");
+        assert_eq!(acked, [9, 7, 0]);
+    }
+
+    #[test]
+    fn a_name_with_a_live_session_belongs_to_its_token_and_the_others_to_the_next() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_through(&mut conn, 0, 18).unwrap();
+        conn.execute_batch(
+            "INSERT INTO agents (name, first_seen) VALUES ('by-token', 1), ('by-admin', 1), ('gone', 1);
+             INSERT INTO sessions (name, session_id, started_at, last_seen, expires_at, token_id)
+             VALUES ('by-token', 's1', 5, 5, 9, 'token-1'), ('by-admin', 's2', 6, 6, 9, NULL);",
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let owners: Vec<String> = column(
+            &conn,
+            "SELECT name || ':' || COALESCE(claimed_at, 'unclaimed') || ':' || COALESCE(owner_token_id, 'admin')
+             FROM agents ORDER BY name",
+        );
+        assert_eq!(
+            owners,
+            [
+                "by-admin:6:admin",
+                "by-token:5:token-1",
+                "gone:unclaimed:admin"
             ]
         );
     }

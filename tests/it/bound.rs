@@ -80,7 +80,7 @@ fn a_node_lease_works_only_through_the_token_that_obtained_it() {
         ("FailNode", json!({"error": "x"})),
         (
             "CommitEvent",
-            json!({"action_type": "file.written", "payload": {}}),
+            json!({"action_type": "custom.file.written", "payload": {}}),
         ),
     ] {
         let mut params = presented.clone();

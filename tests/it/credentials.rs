@@ -104,7 +104,7 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
     leases.push(lease_id(&a));
     c.result(
         "CommitEvent",
-        json!({"task_id": task_id, "node_id": first, "lease_id": a["lease_id"], "action_type": "file.written", "payload": {}}),
+        json!({"task_id": task_id, "node_id": first, "lease_id": a["lease_id"], "action_type": "custom.file.written", "payload": {}}),
     );
     c.result(
         "CompleteNode",
@@ -219,7 +219,7 @@ fn commit_event_with_a_lease_that_is_not_live_is_410_and_appends_nothing() {
         let before = head(c);
         let err = c.error(
             "CommitEvent",
-            json!({"task_id": task_id, "node_id": node, "lease_id": lease, "action_type": "file.written", "payload": {"x": 1}}),
+            json!({"task_id": task_id, "node_id": node, "lease_id": lease, "action_type": "custom.file.written", "payload": {"x": 1}}),
         );
         let data = assert_error(&err, 410, "lease_invalid");
         assert_eq!(data["node_id"], node);
@@ -268,6 +268,6 @@ fn commit_event_with_a_lease_that_is_not_live_is_410_and_appends_nothing() {
     // Without a lease, a node that is not running still takes notes (a supervisor's).
     c.result(
         "CommitEvent",
-        json!({"task_id": task_id, "node_id": "n1-done", "action_type": "review.noted", "payload": {}}),
+        json!({"task_id": task_id, "node_id": "n1-done", "action_type": "custom.review.noted", "payload": {}}),
     );
 }

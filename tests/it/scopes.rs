@@ -186,7 +186,7 @@ fn cases() -> Vec<(&'static [&'static str], &'static str, Value, Expect)> {
         (
             &["tasks:work"],
             "CommitEvent",
-            json!({"task_id": "t", "node_id": "n", "action_type": "x", "payload": 1}),
+            json!({"task_id": "t", "node_id": "n", "action_type": "custom.x", "payload": 1}),
             Allowed,
         ),
         (
@@ -230,6 +230,44 @@ fn cases() -> Vec<(&'static [&'static str], &'static str, Value, Expect)> {
         ),
         // agents grants nothing that exists yet beyond itself.
         (&["agents"], "Get", get("a"), Needs("kv:read:a")),
+        // agents, agents:PATTERN
+        (
+            &["agents"],
+            "RegisterAgent",
+            json!({"name": "any"}),
+            Allowed,
+        ),
+        (
+            &["agents:bot-*"],
+            "RegisterAgent",
+            json!({"name": "bot-1"}),
+            Allowed,
+        ),
+        (
+            &["agents:bot-*"],
+            "RegisterAgent",
+            json!({"name": "planner"}),
+            Needs("agents:planner"),
+        ),
+        (
+            &["tasks:read"],
+            "RegisterAgent",
+            json!({"name": "planner"}),
+            Needs("agents:planner"),
+        ),
+        (&["agents:bot-*"], "ListAgents", json!({}), Allowed),
+        (
+            &["agents:bot-*"],
+            "AckMessages",
+            json!({"session_id": "s", "up_to": 1}),
+            Allowed,
+        ),
+        (
+            &["tasks:read"],
+            "SendMessage",
+            json!({"session_id": "s", "to": ["a"], "body": 1}),
+            Needs("agents"),
+        ),
         // admin only
         (&["admin"], "Metrics", json!({}), Allowed),
         (
@@ -334,10 +372,6 @@ fn create_token_refuses_bad_scopes_and_names() {
         (json!({"name": "", "scopes": ["admin"]}), -32602),
         (
             json!({"name": "a", "scopes": ["admin"], "ttl_secs": 0}),
-            -32602,
-        ),
-        (
-            json!({"name": "a", "scopes": ["admin"], "idempotency_key": "k"}),
             -32602,
         ),
     ] {

@@ -463,12 +463,12 @@ fn commit_event_needs_the_lease_while_running() {
     let a = next(&mut c, &task_id, "w");
     let err = c.error(
         "CommitEvent",
-        json!({"task_id": task_id, "node_id": "a", "action_type": "file.written", "payload": {}}),
+        json!({"task_id": task_id, "node_id": "a", "action_type": "custom.file.written", "payload": {}}),
     );
     assert_error(&err, -32602, "invalid_params");
     let err = c.error(
         "CommitEvent",
-        json!({"task_id": task_id, "node_id": "a", "lease_id": "wrong", "action_type": "file.written", "payload": {}}),
+        json!({"task_id": task_id, "node_id": "a", "lease_id": "wrong", "action_type": "custom.file.written", "payload": {}}),
     );
     assert_error(&err, 410, "lease_invalid");
     let err = c.error(
@@ -478,18 +478,81 @@ fn commit_event_needs_the_lease_while_running() {
     assert_error(&err, 400, "invalid");
     let seq = c.result(
         "CommitEvent",
-        json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"], "action_type": "file.written", "payload": {"path": "x"}}),
+        json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"], "action_type": "custom.file.written", "payload": {"path": "x"}}),
     )["event_seq"]
         .clone();
     let events = c.result(
         "ReadEvents",
-        json!({"since_seq": 0, "task_id": task_id, "types": ["file.written"]}),
+        json!({"since_seq": 0, "task_id": task_id, "types": ["custom.file.written"]}),
     );
     assert_eq!(events["events"][0]["seq"], seq);
     assert_eq!(events["events"][0]["actor"], "w");
     assert_eq!(events["events"][0]["data"], json!({"path": "x"}));
     // It shows up in the context of later nodes' recent events.
     complete(&mut c, &a, Value::Null);
+}
+
+/// The daemon's event types are its own: a worker cannot forge `token.revoked`,
+/// `agent.left` or `message.sent` through CommitEvent, nor anything but `custom.*` and its
+/// node's `node.progress`; Publish writes `custom.<topic>` whatever the topic says.
+#[test]
+fn commit_event_writes_only_custom_types_and_the_nodes_progress() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task_id = register(&mut c, json!([{"id": "a"}]))["task_id"].clone();
+    let a = next(&mut c, &task_id, "w");
+    let commit = |c: &mut Client, action_type: &str| {
+        c.call(
+            "CommitEvent",
+            json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"],
+                   "action_type": action_type, "payload": {"forged": true}}),
+        )
+    };
+    let head = |c: &mut Client| {
+        c.result("ReadEvents", json!({"since_seq": 0, "limit": 1000}))["next_seq"].clone()
+    };
+    let before = head(&mut c);
+    for forged in [
+        "token.revoked",
+        "token.created",
+        "agent.left",
+        "agent.joined",
+        "message.sent",
+        "kv.set",
+        "lock.released",
+        "task.completed",
+        "node.completed",
+        "file.written",
+        "custom.",
+        "",
+    ] {
+        let refused = commit(&mut c, forged);
+        assert_error(&refused["error"], 400, "invalid");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("custom."), "{forged}: {refused}");
+    }
+    assert_eq!(head(&mut c), before, "a refusal writes nothing");
+    for allowed in ["node.progress", "custom.file.written"] {
+        let seq = commit(&mut c, allowed)["result"]["event_seq"].clone();
+        let events = c.result(
+            "ReadEvents",
+            json!({"since_seq": 0, "task_id": task_id, "types": [allowed]}),
+        );
+        assert_eq!(events["events"][0]["seq"], seq, "{allowed}: {events}");
+        assert_eq!(events["events"][0]["node_id"], "a");
+        assert_eq!(events["events"][0]["actor"], "w");
+    }
+    let published = c.result("Publish", json!({"topic": "token.revoked", "payload": {}}));
+    let events = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "types": ["custom.token.revoked"]}),
+    );
+    assert_eq!(events["events"][0]["seq"], published["event_seq"]);
+    let forged = c.result(
+        "ReadEvents",
+        json!({"since_seq": 0, "types": ["token.revoked"]}),
+    );
+    assert_eq!(forged["events"], json!([]));
 }
 
 #[test]
@@ -519,7 +582,7 @@ fn an_agentd_style_client_runs_a_three_node_dag_unchanged() {
     {
         c.result(
             "commit_event",
-            json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"], "action_type": "doc.drafted", "payload": node["payload"]}),
+            json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"], "action_type": "custom.doc.drafted", "payload": node["payload"]}),
         );
         c.result(
             "complete_node",
@@ -574,14 +637,14 @@ fn recent_events_are_the_last_events_of_the_task_as_stored() {
         let err = c.error(
             "CommitEvent",
             json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": "stale",
-                   "action_type": "note", "payload": {}}),
+                   "action_type": "custom.note", "payload": {}}),
         );
         assert_error(&err, 410, "lease_invalid");
         for i in 0..round {
             c.result(
                 "CommitEvent",
                 json!({"task_id": task_id, "node_id": node["node_id"], "lease_id": node["lease_id"],
-                       "action_type": "note", "payload": {"i": i}}),
+                       "action_type": "custom.note", "payload": {"i": i}}),
             );
         }
         complete(&mut c, &node, json!({"round": round}));
@@ -606,7 +669,7 @@ fn large_recent_events_are_served_from_the_journal() {
         c.result(
             "CommitEvent",
             json!({"task_id": task_id, "node_id": "a", "lease_id": a["lease_id"],
-                   "action_type": "blob", "payload": {"i": i, "blob": big}}),
+                   "action_type": "custom.blob", "payload": {"i": i, "blob": big}}),
         );
     }
     complete(&mut c, &a, json!(null));

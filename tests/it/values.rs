@@ -180,7 +180,7 @@ fn every_value_field_refuses_what_some_client_cannot_read_back() {
             (
                 "payload",
                 "CommitEvent",
-                format!(r#"{{{node},"action_type":"file.written","payload":{bad}}}"#),
+                format!(r#"{{{node},"action_type":"custom.file.written","payload":{bad}}}"#),
             ),
             (
                 "payload",
@@ -318,7 +318,7 @@ fn task_and_lock_values_come_back_digit_for_digit() {
     let node_a = format!(r#""task_id":"{task_id}","node_id":"a","lease_id":{lease_a}"#);
     c.ok(
         "CommitEvent",
-        &format!(r#"{{{node_a},"action_type":"file.written","payload":{EXACT}}}"#),
+        &format!(r#"{{{node_a},"action_type":"custom.file.written","payload":{EXACT}}}"#),
     );
     c.ok("CompleteNode", &format!(r#"{{{node_a},"result":{EXACT}}}"#));
 
@@ -373,7 +373,7 @@ fn explicit_nulls_are_values_too() {
     let node = format!(r#""task_id":"{task_id}","node_id":"{node_id}","lease_id":"{lease_id}""#);
     c.ok(
         "CommitEvent",
-        &format!(r#"{{{node},"action_type":"x.y","payload":null}}"#),
+        &format!(r#"{{{node},"action_type":"custom.x.y","payload":null}}"#),
     );
     c.ok("CompleteNode", &format!(r#"{{{node},"result":null}}"#));
     let status = c.ok("TaskStatus", &format!(r#"{{"task_id":"{task_id}"}}"#));

@@ -287,7 +287,7 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             none = await w.call_tool("baton_task_next", {"task_id": task_id})
             # Nothing runnable while "write" runs: the task is still running.
             assert none.structured_content == {"status": "none", "task_status": "running"}
-            await w.call_tool("baton_task_event", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "action_type": "draft", "payload": {"words": 10}})
+            await w.call_tool("baton_task_event", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "action_type": "custom.draft", "payload": {"words": 10}})
             await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "result": "draft v1"})
             second = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
             assert second["context"]["dependency_results"] == {"write": "draft v1"}
@@ -299,7 +299,7 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             status = await w.call_tool("baton_task_status", {"task_id": task_id})
             assert status.structured_content["task"]["status"] == "completed"
             events = await w.call_tool("baton_events", {"task_id": task_id})
-            assert "draft" in [e["type"] for e in events.structured_content["events"]]
+            assert "custom.draft" in [e["type"] for e in events.structured_content["events"]]
             published = await w.call_tool("baton_publish", {"topic": "review", "payload": {"ok": True}})
             assert published.structured_content["event_seq"] > 0
 

@@ -110,23 +110,23 @@ def test_commit_event_journals_what_a_node_did(daemon: Daemon) -> None:
             task = await c.register_task("write", [{"id": "draft"}])
             node = await c.acquire_node(task["task_id"], "writer", ttl_secs=60)
             assert node is not None
-            committed = await c.commit_event(node, "file.written", {"path": "draft.md"})
-            events, _ = await c.read_events(0, task_id=task["task_id"], types=["file.written"])
+            committed = await c.commit_event(node, "custom.file.written", {"path": "draft.md"})
+            events, _ = await c.read_events(0, task_id=task["task_id"], types=["custom.file.written"])
             assert len(events) == 1
             event = events[0]
             assert event.seq == committed["event_seq"]
             assert (event.type, event.data, event.node_id, event.actor) == (
-                "file.written",
+                "custom.file.written",
                 {"path": "draft.md"},
                 "draft",
                 "writer",
             )
             with pytest.raises(baton.InvalidError):
-                await c.commit_event(node, "task.done", {})  # a reserved prefix
+                await c.commit_event(node, "task.done", {})  # the daemon's type, not custom.*
             await c.complete_node(node, {"ok": True})
             # The lease ended with the node: it commits nothing more.
             with pytest.raises(baton.LeaseInvalidError):
-                await c.commit_event(node, "file.written", {"path": "late.md"})
+                await c.commit_event(node, "custom.file.written", {"path": "late.md"})
 
     asyncio.run(main())
 

@@ -54,7 +54,7 @@ def test_order_processing_keeps_both_updates(daemon: Daemon) -> None:
 def test_dag_agents_run_the_four_node_dag_to_a_report(daemon: Daemon, tmp_path: Path) -> None:
     r = run(sys.executable, str(EXAMPLES / "dag_agents" / "run.py"), "--socket", str(daemon.socket), "--workdir", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "task completed" in r.stdout and "2 file.written events" in r.stdout
+    assert "task completed" in r.stdout and "2 custom.file.written events" in r.stdout
     report = (tmp_path / "report.md").read_text()
     assert report.startswith("# why multi-agent systems need a coordination daemon\n")
     assert "Section A (the failure modes)" in report and "Section B (the mechanisms)" in report

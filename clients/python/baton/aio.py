@@ -341,7 +341,7 @@ class AsyncClient:
         return await self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
 
     async def commit_event(self, node: Node, action_type: str, payload: Any) -> Dict[str, Any]:
-        """Records what the node did in the task's journal; answers {event_seq}."""
+        """Records what the node did in the task's journal (action_type: custom.<what>, or node.progress); answers {event_seq}."""
         return await self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
 
     async def task_status(self, task_id: str) -> Dict[str, Any]:

@@ -100,7 +100,7 @@ class Agents:
                 f"versions, leases and a journal overwrite each other; {node.goal}.",
             )
             self.write_file(f"sections/{section}.md", text)
-            self.client.commit_event(node, "file.written", {"path": f"sections/{section}.md"})
+            self.client.commit_event(node, "custom.file.written", {"path": f"sections/{section}.md"})
             return {"path": f"sections/{section}.md", "words": len(text.split())}
         if node.node_id == "reviewer":
             # The whole folder, so no writer can change a section mid-review.
@@ -160,8 +160,8 @@ def main() -> int:
         by = {e.node_id: e.actor for e in done}
         for n in status["nodes"]:
             print(f"  {n['node_id']:<12} {n['state']:<10} by {by.get(n['node_id'], '-'):<8} result {json.dumps(n['result'])}")
-        written, _ = c.read_events(0, task_id=task_id, types=["file.written"])
-        print(f"journal: {len(written)} file.written events from the writers")
+        written, _ = c.read_events(0, task_id=task_id, types=["custom.file.written"])
+        print(f"journal: {len(written)} custom.file.written events from the writers")
         print(f"task {status['task']['status']}; report at {args.workdir / 'report.md'}")
     return 0 if status["task"]["status"] == "completed" else 1
 

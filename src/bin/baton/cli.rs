@@ -335,8 +335,8 @@ pub enum TokenCommand {
         /// Who or what it is for (an agent, a host)
         name: String,
         /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
-        /// tasks:write, tasks:work, events:read, events:publish, agents, read, admin (PATTERN: exact,
-        /// or a prefix ending in *); give the narrowest that does the job
+        /// tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read,
+        /// admin (PATTERN: exact, or a prefix ending in *); give the narrowest that does the job
         #[arg(long = "scope", value_name = "GRANT", required = true)]
         scope: Vec<String>,
         /// Lifetime in seconds [default: no expiry]

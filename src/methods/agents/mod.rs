@@ -43,7 +43,7 @@ fn ttl_ms(ttl_secs: Option<u64>) -> Result<u64> {
 
 impl Method for RegisterAgentParams {
     const NAME: &'static str = "RegisterAgent";
-    const SUMMARY: &'static str = "Join as an agent named `name` (one live session per name; 409 unless takeover). Keep the session_id secret and heartbeat within ttl_secs (default 60).";
+    const SUMMARY: &'static str = "Join as an agent named `name` (one live session per name; 409 unless takeover; a name belongs to the token that first registered it, and another token's is 403 unless admin). Keep the session_id secret and heartbeat within ttl_secs (default 60).";
     type Output = RegisterAgentResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         check_name("name", &self.name)?;
@@ -71,6 +71,7 @@ impl Method for RegisterAgentParams {
             takeover: self.takeover,
             connection: cx.connection.id,
             token_id: cx.token_id(),
+            admin: cx.is_admin(),
         };
         write::<Self>(cx, None, move |ctx| rules::register(ctx, register))
     }
@@ -185,7 +186,7 @@ impl Method for ReadInboxParams {
 
 impl Method for AckMessagesParams {
     const NAME: &'static str = "AckMessages";
-    const SUMMARY: &'static str = "Mark your name's messages up to seq `up_to` as read (the durable cursor ReadInbox starts from); returns how many were acknowledged and how many remain.";
+    const SUMMARY: &'static str = "Mark your name's messages up to seq `up_to` as read (the durable cursor ReadInbox starts from; beyond your newest message is 400); returns how many were acknowledged and how many remain.";
     type Output = AckMessagesResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);

@@ -4,7 +4,8 @@
 //! its session's name, it lands in every recipient's inbox (a name's, outliving
 //! sessions), `message.sent` never carries the body, and a reader waiting on an inbox is
 //! answered the moment a message arrives. A session is bound to the token that
-//! registered it, like a lease.
+//! registered it, like a lease, and a name to the token that first registered it: only
+//! that token, or an admin, registers it again (and so reads its inbox).
 
 use std::time::Duration;
 
@@ -16,8 +17,9 @@ use crate::protocol::agents::{
     AckMessagesResult, AgentEntry, AgentHeartbeatResult, EndSessionResult, ListAgentsResult,
     Message, NodeRef, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
 };
+use crate::protocol::journal::EventType;
 use crate::protocol::reply;
-use crate::store::boundary::{MessageRow, NewEvent, SessionRow, Storage};
+use crate::store::boundary::{MessageRow, NameOwner, NewEvent, SessionRow, Storage};
 
 use super::super::journal::append;
 use super::super::schedule::Due;
@@ -36,6 +38,9 @@ pub struct Register {
     pub takeover: bool,
     pub connection: u64,
     pub token_id: Option<String>,
+    /// Whether the caller is an admin (the Unix socket's, or a token's `admin` grant),
+    /// who may register a name another token owns.
+    pub admin: bool,
 }
 
 /// A SendMessage, checked.
@@ -56,17 +61,21 @@ pub struct Read {
     pub connection: u64,
 }
 
-fn event(ctx: &mut WriteCtx<'_>, kind: &str, actor: &str, data: serde_json::Value) -> Result<i64> {
+fn event(
+    ctx: &mut WriteCtx<'_>,
+    kind: EventType<'static>,
+    actor: &str,
+    data: serde_json::Value,
+) -> Result<i64> {
     let seq = ctx.next_revision();
     let data = data.to_string();
     append(
         ctx,
         seq,
         &NewEvent {
-            kind,
             actor: Some(actor),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(kind)
         },
     )?;
     Ok(seq)
@@ -85,7 +94,42 @@ pub(crate) fn own_session(ctx: &WriteCtx<'_>, presented: &Presented) -> Result<S
     }
 }
 
+/// The name of the session `presented` names (see [`own_session`]), for a request that
+/// also gave `field` (`owner`, `lease_owner`, `updated_by`): given with a session, it must
+/// be the session's name (400), since whoever reads it takes it for the agent's.
+pub(crate) fn session_name(
+    ctx: &WriteCtx<'_>,
+    presented: &Presented,
+    field: &str,
+    given: Option<&str>,
+) -> Result<String> {
+    let name = own_session(ctx, presented)?.name;
+    match given {
+        Some(given) if given != name => Err(Error::Invalid(format!(
+            "{field} is `{given}` but the session given is `{name}`'s; leave {field} out (it defaults to the session's name) or give `{name}`"
+        ))),
+        _ => Ok(name),
+    }
+}
+
 pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResult> {
+    // A name is its first registrant's: whoever else registers it would end its session,
+    // read its inbox and send as it. Judged before the live session, so that another
+    // token learns nothing of it.
+    let caller = NameOwner {
+        token_id: r.token_id.clone(),
+    };
+    if let Some(owner) = ctx.roster().name_owner(&r.name)? {
+        if owner != caller && !r.admin {
+            return Err(Error::Forbidden {
+                message: format!(
+                    "the agent name `{}` belongs to another token (the one that first registered it); register under a name of your own, or ask an admin",
+                    r.name
+                ),
+                needed: "admin".into(),
+            });
+        }
+    }
     if let Some(live) = ctx.roster().session(&r.name)? {
         if !r.takeover {
             let mut data = serde_json::Map::new();
@@ -118,10 +162,10 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
         token_id: r.token_id,
         holder_connection: connection,
     })?;
-    ctx.roster().remember_agent(&r.name, ctx.now_ms)?;
+    ctx.roster().remember_agent(&r.name, &caller, ctx.now_ms)?;
     event(
         ctx,
-        "agent.joined",
+        EventType::AgentJoined,
         &r.name,
         serde_json::json!({"role": r.role, "expires_at": format_ms(expires_at)}),
     )?;
@@ -173,7 +217,7 @@ fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Re
     ctx.roster().delete_session(&session.name)?;
     event(
         ctx,
-        "agent.left",
+        EventType::AgentLeft,
         &session.name,
         serde_json::json!({"reason": reason}),
     )?;
@@ -233,7 +277,7 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
     // The journal says who wrote to whom about what; the body stays in the inboxes.
     let seq = event(
         ctx,
-        "message.sent",
+        EventType::MessageSent,
         &sender,
         serde_json::json!({"message_id": message_id, "from": sender, "to": s.to,
             "subject": s.subject, "thread_id": s.thread_id}),
@@ -322,6 +366,15 @@ pub fn read(
 
 pub fn ack(ctx: &mut WriteCtx<'_>, presented: &Presented, up_to: u64) -> Result<AckMessagesResult> {
     let name = own_session(ctx, presented)?.name;
+    // A cursor past the newest message would hide every later one below it.
+    let newest = ctx.roster().newest_message(&name)?;
+    if up_to > newest {
+        return Err(Error::Invalid(if newest == 0 {
+            format!("up_to is {up_to} but the inbox of `{name}` holds no message yet; acknowledge only seqs ReadInbox returned")
+        } else {
+            format!("up_to is {up_to}, past the newest message of `{name}`'s inbox (seq {newest}); acknowledge at most seq {newest}, the seq of the last message you handled")
+        }));
+    }
     let cursor = ctx.roster().cursor(&name)?;
     let acked = if up_to > cursor {
         let acked = ctx.roster().inbox_count(&name, cursor, Some(up_to))?;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::protocol::locks::{
     AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
     StatusResult, WaitResult, WaitingEntry,
@@ -102,9 +103,9 @@ fn end_lease(
         note,
     })?;
     let kind = if outcome == "expired" {
-        "lock.expired"
+        EventType::LockExpired
     } else {
-        "lock.released"
+        EventType::LockReleased
     };
     let data = serde_json::to_string(&EndedData {
         fencing_token: row.fencing_token,
@@ -117,11 +118,10 @@ fn end_lease(
         ctx,
         seq,
         &NewEvent {
-            kind,
             actor: Some(&row.owner),
             resource_key: Some(&row.resource_key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(kind)
         },
     )?;
     ctx.locks.forget(&row.lease_id);
@@ -230,11 +230,10 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         ctx,
         seq,
         &NewEvent {
-            kind: "lock.acquired",
             actor: Some(&request.owner),
             resource_key: Some(&request.key.key),
             data: &data,
-            ..NewEvent::default()
+            ..NewEvent::of(EventType::LockAcquired)
         },
     )?;
     let row = LeaseRow {
@@ -264,10 +263,9 @@ pub fn acquire(
     wait_ms: u64,
 ) -> Result<Served<AcquireResult>> {
     if let Some(presented) = &request.session {
-        let session = super::super::agents::rules::own_session(ctx, presented)?;
-        if request.owner.is_empty() {
-            request.owner = session.name;
-        }
+        // An empty owner was not given: the session's name is.
+        let given = Some(request.owner.as_str()).filter(|o| !o.is_empty());
+        request.owner = super::super::agents::rules::session_name(ctx, presented, "owner", given)?;
     }
     let holders = ctx.locks.held.holders(&request.key.key);
     if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {

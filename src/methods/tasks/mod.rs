@@ -14,6 +14,7 @@ pub use memory::TaskState;
 pub use rules::{expire_due, recover, serve_waiters};
 
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::store::boundary::NewNode;
 
 use super::state::{check_value, Json};
@@ -413,7 +414,7 @@ impl Method for FailNodeParams {
 
 impl Method for CommitEventParams {
     const NAME: &'static str = "CommitEvent";
-    const SUMMARY: &'static str = "Record what a node did (action_type, payload) in the task's journal; lease_id required while the node is RUNNING.";
+    const SUMMARY: &'static str = "Record what a node did (action_type: custom.<what>, or node.progress; payload) in the task's journal; lease_id required while the node is RUNNING.";
     type Output = EventSeqResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let CommitEventParams {
@@ -424,15 +425,14 @@ impl Method for CommitEventParams {
             payload,
             idempotency_key,
         } = self;
-        let reserved = ["kv.", "lock.", "task.", "node.", "custom."];
-        if action_type.is_empty()
-            || action_type.len() > 128
-            || reserved.iter().any(|p| action_type.starts_with(p))
-        {
-            return Err(Error::Invalid(format!(
-                "action_type must be 1 to 128 bytes and not start with {}; e.g. file.written",
-                reserved.join(", ")
-            )));
+        // Only `custom.*` and the node's `node.progress`: every other type is the
+        // daemon's, and a worker must not forge its audit events.
+        EventType::from_client(&action_type)
+            .map_err(|e| Error::Invalid(format!("action_type: {e}")))?;
+        if action_type.len() > 128 {
+            return Err(Error::Invalid(
+                "action_type must be at most 128 bytes; e.g. custom.file.written".into(),
+            ));
         }
         let payload = json_text(cx, "payload", payload)?;
         let presented = lease_id.map(|id| cx.presented(id));

@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
+use crate::protocol::journal::EventType;
 use crate::protocol::reply;
 use crate::protocol::tasks::{
     AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
@@ -74,7 +75,7 @@ pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
 
 fn event(
     ctx: &mut WriteCtx<'_>,
-    kind: &str,
+    kind: EventType<'_>,
     actor: Option<&str>,
     task_id: &str,
     node_id: Option<&str>,
@@ -82,12 +83,11 @@ fn event(
 ) -> Result<i64> {
     let seq = ctx.next_revision();
     let event = NewEvent {
-        kind,
         actor,
         task_id: Some(task_id),
         node_id,
         data,
-        ..NewEvent::default()
+        ..NewEvent::of(kind)
     };
     append(ctx, seq, &event)?;
     if ctx.tasks.keeps_recent(task_id) {
@@ -110,7 +110,7 @@ pub fn register(
     }
     let task_id = crate::methods::new_id();
     let data = serde_json::json!({"goal": goal, "nodes": nodes.len()}).to_string();
-    let seq = event(ctx, "task.registered", None, &task_id, None, &data)?;
+    let seq = event(ctx, EventType::TaskRegistered, None, &task_id, None, &data)?;
     ctx.nodes().insert_task(&NewTask {
         task_id: &task_id,
         goal,
@@ -164,7 +164,7 @@ fn grant(
     );
     event(
         ctx,
-        "node.acquired",
+        EventType::NodeAcquired,
         Some(&request.owner),
         task_id,
         Some(node_id),
@@ -212,10 +212,10 @@ pub fn acquire_next(
     wait_ms: u64,
 ) -> Result<Served<Option<AcquiredNode>>> {
     if let Some(presented) = &request.session {
-        let session = super::super::agents::rules::own_session(ctx, presented)?;
-        if request.owner.is_empty() {
-            request.owner = session.name;
-        }
+        // An empty owner was not given: the session's name is.
+        let given = Some(request.owner.as_str()).filter(|o| !o.is_empty());
+        request.owner =
+            super::super::agents::rules::session_name(ctx, presented, "lease_owner", given)?;
     }
     // An unknown task is refused before anything is written. Serving waiters writes, so
     // the task is looked up first when there are any; otherwise a runnable node of the
@@ -358,8 +358,14 @@ pub fn heartbeat(
 fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) -> Result<()> {
     ctx.nodes().set_task_status(task_id, status, ctx.now_ms)?;
     let data = serde_json::json!({"status": status}).to_string();
-    let kind = format!("task.{}", status.as_str());
-    event(ctx, &kind, None, task_id, None, &data)?;
+    event(
+        ctx,
+        EventType::task_status(status),
+        None,
+        task_id,
+        None,
+        &data,
+    )?;
     ctx.tasks.task_finished(task_id);
     Ok(())
 }
@@ -416,7 +422,7 @@ pub fn complete(
     let data = format!("{{\"attempt\":{},\"result\":{result}}}", node.attempts);
     let seq = event(
         ctx,
-        "node.completed",
+        EventType::NodeCompleted,
         node.lease_owner.as_deref(),
         task_id,
         Some(node_id),
@@ -462,7 +468,7 @@ pub fn fail(
     );
     let seq = event(
         ctx,
-        "node.failed",
+        EventType::NodeFailed,
         node.lease_owner.as_deref(),
         task_id,
         Some(node_id),
@@ -521,14 +527,9 @@ pub fn commit_event(
         }
         None => None,
     };
-    let seq = event(
-        ctx,
-        action_type,
-        actor.as_deref(),
-        task_id,
-        Some(node_id),
-        payload,
-    )?;
+    // Checked when the request was planned: a client's type, never one of the daemon's.
+    let kind = EventType::from_client(action_type).map_err(Error::Invalid)?;
+    let seq = event(ctx, kind, actor.as_deref(), task_id, Some(node_id), payload)?;
     Ok(EventSeqResult {
         event_seq: seq as u64,
     })
@@ -570,7 +571,7 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
     .to_string();
     let seq = event(
         ctx,
-        "node.rolled_back",
+        EventType::NodeRolledBack,
         node.lease_owner.as_deref(),
         task_id,
         Some(node_id),

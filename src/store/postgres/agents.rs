@@ -1,10 +1,10 @@
-//! PostgreSQL's side of [`Agents`]: sessions, the names that ever registered, inboxes
-//! (same meaning as SQLite's `store::agents`).
+//! PostgreSQL's side of [`Agents`]: sessions, the names that ever registered and their
+//! owners, inboxes (same meaning as SQLite's `store::agents`).
 
 use tokio_postgres::Row;
 
 use crate::error::Result;
-use crate::store::boundary::{Agents, MessageRow, SessionRow};
+use crate::store::boundary::{Agents, MessageRow, NameOwner, SessionRow};
 
 use super::{i, u, PgConn};
 
@@ -97,10 +97,22 @@ impl Agents for PgConn {
         Ok(())
     }
 
-    fn remember_agent(&self, name: &str, at_ms: i64) -> Result<()> {
+    fn name_owner(&self, name: &str) -> Result<Option<NameOwner>> {
+        let row = self.query_opt(
+            "SELECT owner_token_id FROM agents WHERE name = $1 AND claimed_at IS NOT NULL",
+            &[&name],
+        )?;
+        Ok(row.map(|r| NameOwner { token_id: r.get(0) }))
+    }
+
+    fn remember_agent(&self, name: &str, owner: &NameOwner, at_ms: i64) -> Result<()> {
         self.touch(super::AGENTS).execute(
-            "INSERT INTO agents (name, first_seen) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-            &[&name, &at_ms],
+            "INSERT INTO agents (name, first_seen, claimed_at, owner_token_id)
+             VALUES ($1, $2, $2, $3)
+             ON CONFLICT (name) DO UPDATE
+                SET claimed_at = EXCLUDED.claimed_at, owner_token_id = EXCLUDED.owner_token_id
+                WHERE agents.claimed_at IS NULL",
+            &[&name, &at_ms, &owner.token_id],
         )?;
         Ok(())
     }
@@ -152,6 +164,14 @@ impl Agents for PgConn {
             "SELECT count(*) FROM inbox
              WHERE name = $1 AND seq > $2 AND ($3::bigint IS NULL OR seq <= $3)",
             &[&name, &i(after), &up_to.map(i)],
+        )?;
+        Ok(u(row.get(0)))
+    }
+
+    fn newest_message(&self, name: &str) -> Result<u64> {
+        let row = self.query_one(
+            "SELECT COALESCE(MAX(seq), 0)::bigint FROM inbox WHERE name = $1",
+            &[&name],
         )?;
         Ok(u(row.get(0)))
     }

@@ -45,7 +45,7 @@ impl Journal for PgConn {
             "INSERT INTO events (seq, type, at, actor, namespace, key, resource_key, task_id,
                                  node_id, data)
              VALUES ({seq}, {}, {at_ms}, {}, {}, {}, {}, {}, {}, {})",
-            event.kind.lit(),
+            event.kind.as_str().lit(),
             event.actor.lit(),
             event.namespace.lit(),
             event.key.lit(),

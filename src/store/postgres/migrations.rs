@@ -29,6 +29,16 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lock_waits",
         include_str!("../../../migrations/postgres/0004_lock_waits.sql"),
     ),
+    (
+        5,
+        "inbox_cursors_within_inboxes",
+        include_str!("../../../migrations/postgres/0005_inbox_cursors_within_inboxes.sql"),
+    ),
+    (
+        6,
+        "agent_name_owners",
+        include_str!("../../../migrations/postgres/0006_agent_name_owners.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).
