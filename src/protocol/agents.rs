@@ -25,6 +25,9 @@ pub struct RegisterAgentParams {
     /// End the name's live session, if any, and take its place (else 409).
     #[serde(default)]
     pub takeover: bool,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +45,9 @@ pub struct AgentHeartbeatParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -53,6 +59,9 @@ pub struct AgentHeartbeatResult {
 #[serde(deny_unknown_fields)]
 pub struct EndSessionParams {
     pub session_id: String,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -171,6 +180,9 @@ pub struct AckMessagesParams {
     /// Every message up to this seq is read.
     #[serde(deserialize_with = "crate::json::int_param")]
     pub up_to: u64,
+    /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
+    /// first answer again and changes nothing.
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

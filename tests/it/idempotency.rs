@@ -65,7 +65,22 @@ fn every_mutating_method_takes_an_idempotency_key() {
         json!({"task_id": task["task_id"], "lease_owner": "me"}),
     );
     let token = c.result("CreateToken", json!({"name": "t", "scopes": ["read"]}));
+    let session = c.result("RegisterAgent", json!({"name": "other"}));
+    c.result(
+        "SendMessage",
+        json!({"session_id": session["session_id"], "to": ["other"], "body": "hi"}),
+    );
     let calls = [
+        ("RegisterAgent", json!({"name": "replayed-agent"})),
+        (
+            "AgentHeartbeat",
+            json!({"session_id": session["session_id"]}),
+        ),
+        (
+            "AckMessages",
+            json!({"session_id": session["session_id"], "up_to": 1}),
+        ),
+        ("EndSession", json!({"session_id": session["session_id"]})),
         (
             "HeartbeatResourceLock",
             json!({"resource_key": "tool:x", "lease_id": lock["lease_id"], "ttl_secs": 60}),

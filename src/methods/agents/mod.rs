@@ -73,7 +73,9 @@ impl Method for RegisterAgentParams {
             token_id: cx.token_id(),
             admin: cx.is_admin(),
         };
-        write::<Self>(cx, None, move |ctx| rules::register(ctx, register))
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
+            rules::register(ctx, register)
+        })
     }
 }
 
@@ -85,7 +87,7 @@ impl Method for AgentHeartbeatParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = ttl_ms(self.ttl_secs)?;
         let presented = cx.presented(self.session_id);
-        write::<Self>(cx, None, move |ctx| {
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
             rules::heartbeat(ctx, &presented, ttl_ms)
         })
     }
@@ -97,7 +99,9 @@ impl Method for EndSessionParams {
     type Output = EndSessionResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);
-        write::<Self>(cx, None, move |ctx| rules::end(ctx, &presented))
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
+            rules::end(ctx, &presented)
+        })
     }
 }
 
@@ -191,6 +195,8 @@ impl Method for AckMessagesParams {
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);
         let up_to = self.up_to;
-        write::<Self>(cx, None, move |ctx| rules::ack(ctx, &presented, up_to))
+        write::<Self>(cx, self.idempotency_key, move |ctx| {
+            rules::ack(ctx, &presented, up_to)
+        })
     }
 }
