@@ -14,6 +14,20 @@ fn instances(db: &Arc<postgres::Database>, n: usize) -> Vec<Daemon> {
     (0..n).map(|_| Daemon::start_shared(db, &[])).collect()
 }
 
+/// The seq of every event in the journal, read page by page.
+fn every_seq(c: &mut Client) -> Vec<u64> {
+    let mut seqs: Vec<u64> = Vec::new();
+    loop {
+        let since = seqs.last().copied().unwrap_or(0);
+        let page = c.result("ReadEvents", json!({"since_seq": since, "limit": 1000}));
+        let got = crate::common::u64s(&page["events"], "seq");
+        if got.is_empty() {
+            return seqs;
+        }
+        seqs.extend(got);
+    }
+}
+
 /// The next Event notification's seq on a subscribed connection.
 fn next_seq(sub: &mut Client) -> u64 {
     loop {
@@ -591,16 +605,7 @@ fn an_instance_killed_under_load_loses_no_acknowledged_write() {
         assert_eq!(got["version"].as_u64(), Some(stored));
     }
     // The journal is whole: one event per revision, from 1 to the head.
-    let mut seqs: Vec<u64> = Vec::new();
-    loop {
-        let since = seqs.last().copied().unwrap_or(0);
-        let page = c.result("ReadEvents", json!({"since_seq": since, "limit": 1000}));
-        let got = crate::common::u64s(&page["events"], "seq");
-        if got.is_empty() {
-            break;
-        }
-        seqs.extend(got);
-    }
+    let seqs = every_seq(&mut c);
     let head = seqs.len() as u64;
     assert_eq!(seqs, (1..=head).collect::<Vec<_>>());
     assert!(head >= (WRITERS * 30) as u64);
@@ -655,16 +660,7 @@ fn instances_starting_and_stopping_under_load_never_stop_writes() {
     assert!(written > 0);
 
     let mut c = steady.client();
-    let mut seqs: Vec<u64> = Vec::new();
-    loop {
-        let since = seqs.last().copied().unwrap_or(0);
-        let page = c.result("ReadEvents", json!({"since_seq": since, "limit": 1000}));
-        let got = crate::common::u64s(&page["events"], "seq");
-        if got.is_empty() {
-            break;
-        }
-        seqs.extend(got);
-    }
+    let seqs = every_seq(&mut c);
     let head = seqs.len() as u64;
     assert_eq!(
         seqs,
