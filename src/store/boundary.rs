@@ -412,6 +412,8 @@ pub trait Nodes {
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>>;
     /// Every PENDING or RUNNING node of the task becomes CANCELLED; how many.
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
+    /// Every PENDING node of the task becomes CANCELLED (its task failed); how many.
+    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
     /// Every RUNNING node's lease.
     fn node_leases(&self) -> Result<Vec<NodeLease>>;
     /// RUNNING nodes leased with `session_id`: (task_id, node_id).

@@ -403,6 +403,14 @@ impl<C: Sql> Nodes for C {
         )? as u64)
     }
 
+    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+        Ok(self.with(
+            "UPDATE nodes SET state = 'CANCELLED', updated_at = ?2
+                 WHERE task_id = ?1 AND state = 'PENDING'",
+            |s| s.execute(params![task_id, at_ms]),
+        )? as u64)
+    }
+
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
         Ok(self.with(
             "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes

@@ -852,3 +852,40 @@ fn a_result_that_does_not_match_its_schema_is_refused_and_the_node_stays_leased(
     );
     assert_error(&bad_schema, -32602, "invalid_params");
 }
+
+/// Once a node fails for good, its task is failed and hands out nothing more: its nodes
+/// not yet started are CANCELLED, for a worker asking for the task or for any task.
+#[test]
+fn a_failed_task_hands_out_no_more_nodes() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    let task = register(
+        &mut c,
+        json!([{"id": "a", "dependencies": []}, {"id": "b", "dependencies": []},
+               {"id": "c", "dependencies": []}]),
+    );
+    let first = next(&mut c, &task["task_id"], "w");
+    c.result(
+        "FailNode",
+        json!({"task_id": first["task_id"], "node_id": first["node_id"],
+               "lease_id": first["lease_id"], "error": "broken", "retry": false}),
+    );
+    let status = status(&mut c, &task["task_id"]);
+    assert_eq!(status["task"]["status"], "failed", "{status}");
+    assert_eq!(next(&mut c, &task["task_id"], "w"), Value::Null);
+    assert_eq!(
+        c.result("AcquireNextNode", json!({"lease_owner": "w"})),
+        Value::Null
+    );
+    let states: Vec<&str> = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states.iter().filter(|s| **s == "CANCELLED").count(),
+        2,
+        "{status}"
+    );
+}

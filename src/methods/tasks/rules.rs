@@ -494,6 +494,9 @@ pub fn fail(
     }
     if !again && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
         set_task_status(ctx, task_id, TaskStatus::Failed)?;
+        // A failed task hands out nothing more: its nodes not yet started never will be
+        // (those running may still finish and keep their results).
+        ctx.nodes().cancel_pending_nodes(task_id, ctx.now_ms)?;
     }
     serve_waiters(ctx)?;
     Ok(FailNodeResult {

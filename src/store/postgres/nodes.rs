@@ -373,6 +373,14 @@ impl Nodes for PgConn {
         )
     }
 
+    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+        self.touch(super::TASKS).execute(
+            "UPDATE nodes SET state = 'CANCELLED', updated_at = $2
+             WHERE task_id = $1 AND state = 'PENDING'",
+            &[&task_id, &at_ms],
+        )
+    }
+
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
         let rows = self.query(
             "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
