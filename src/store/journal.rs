@@ -24,6 +24,21 @@ macro_rules! event_columns {
 /// filter that matches rarely cannot hold a read connection for long.
 const SCAN_BUDGET: u64 = 10_000;
 
+/// Events in a seq range, oldest first.
+const EVENTS_IN_RANGE: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3 + 0"
+);
+
+/// A task's events in a seq range, through `events_by_task`: its cost follows the task's
+/// events, not the journal (a `?3 IS NULL OR task_id = ?3` form scanned every event).
+const TASK_EVENTS_IN_RANGE: &str = concat!(
+    "SELECT ",
+    event_columns!(),
+    " FROM events WHERE task_id = ?4 AND seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3 + 0"
+);
+
 impl<C: Sql> Journal for C {
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
         self.with(
@@ -58,13 +73,17 @@ impl<C: Sql> Journal for C {
         limit: u64,
         max_bytes: usize,
     ) -> Result<(Vec<Event>, u64)> {
-        let mut stmt = self.conn().prepare_cached(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events
-             WHERE seq > ?1 AND seq <= ?2 AND (?3 IS NULL OR task_id = ?3) ORDER BY seq LIMIT ?4 + 0"
-        ))?;
-        let mut rows = stmt.query(params![since_seq, head, filter.task_id, SCAN_BUDGET])?;
+        let (mut stmt, mut rows);
+        match &filter.task_id {
+            Some(task_id) => {
+                stmt = self.conn().prepare_cached(TASK_EVENTS_IN_RANGE)?;
+                rows = stmt.query(params![since_seq, head, SCAN_BUDGET, task_id])?;
+            }
+            None => {
+                stmt = self.conn().prepare_cached(EVENTS_IN_RANGE)?;
+                rows = stmt.query(params![since_seq, head, SCAN_BUDGET])?;
+            }
+        }
         let mut events = Vec::new();
         let mut bytes = 0;
         let mut last_examined = since_seq;
@@ -165,4 +184,34 @@ fn event_from_row(row: &rusqlite::Row<'_>) -> Result<Event> {
         node_id: row.get(8)?,
         data: RawValue::from_string(row.get(9)?)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    /// ReadEvents by task reads the task's events through `events_by_task`, never the
+    /// whole journal.
+    #[test]
+    fn a_tasks_events_are_read_through_its_index() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::migrations::migrate(&mut conn, 0).unwrap();
+        let plan: Vec<String> = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::TASK_EVENTS_IN_RANGE
+            ))
+            .unwrap()
+            .query_map(rusqlite::params![0, 10, 100, "t"], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX events_by_task")),
+            "{plan:?}"
+        );
+    }
 }

@@ -65,14 +65,24 @@ impl Journal for PgConn {
         limit: u64,
         max_bytes: usize,
     ) -> Result<(Vec<Event>, u64)> {
-        let rows = self.query(
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE seq > $1 AND seq <= $2 AND ($3::text IS NULL OR task_id = $3)
-                 ORDER BY seq LIMIT $4"
-            ),
-            &[&i(since_seq), &i(head), &filter.task_id, &i(SCAN_BUDGET)],
-        )?;
+        // A task's events through `events_by_task` (a `$3 IS NULL OR task_id = $3` form
+        // cannot use it in a generic plan).
+        let rows = match &filter.task_id {
+            Some(task_id) => self.query(
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events
+                     WHERE task_id = $4 AND seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3"
+                ),
+                &[&i(since_seq), &i(head), &i(SCAN_BUDGET), task_id],
+            )?,
+            None => self.query(
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events
+                     WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3"
+                ),
+                &[&i(since_seq), &i(head), &i(SCAN_BUDGET)],
+            )?,
+        };
         let mut events = Vec::new();
         let mut bytes = 0;
         let mut last_examined = since_seq;
