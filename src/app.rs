@@ -59,6 +59,7 @@ impl App {
                 version: env!("CARGO_PKG_VERSION"),
                 methods: methods::describe_all(),
                 errors: system::error_table(),
+                limits: system::EnforcedLimits::of(&self.config),
             };
             serde_json::value::to_raw_value(&result).expect("the interface description serializes")
         })

@@ -34,6 +34,48 @@ pub struct DescribeInterfaceResult {
     #[schemars(with = "Vec<serde_json::Value>")]
     pub methods: Vec<MethodDescription>,
     pub errors: Vec<ErrorDescription>,
+    /// Every limit this daemon enforces; the error that refuses a request over one names it.
+    pub limits: EnforcedLimits,
+}
+
+/// The limits a request can meet, as this daemon is configured.
+#[derive(Serialize, JsonSchema)]
+pub struct EnforcedLimits {
+    /// Longest request line, in bytes (`BATON_MAX_LINE_BYTES`).
+    pub max_line_bytes: usize,
+    /// Largest stored value, in bytes (`BATON_MAX_VALUE_BYTES`).
+    pub max_value_bytes: usize,
+    /// Most nodes in one RegisterTask.
+    pub max_nodes_per_task: usize,
+    /// Largest `limit` of a paged read.
+    pub max_page: u64,
+    /// Longest `wait_ms` of AcquireResourceLock, AcquireNextNode and ReadInbox, and
+    /// `timeout_ms` of WaitResourceLock.
+    pub max_wait_ms: u64,
+    /// Most `slots` of a counting lock key.
+    pub max_slots: u64,
+    /// Longest `ttl_secs` of a lock lease.
+    pub max_lock_ttl_secs: u64,
+    /// Most attempts of a node.
+    pub max_attempts: u32,
+    /// Longest namespace, key or topic, in bytes.
+    pub max_name_bytes: usize,
+}
+
+impl EnforcedLimits {
+    pub fn of(config: &crate::config::Config) -> EnforcedLimits {
+        EnforcedLimits {
+            max_line_bytes: config.max_line_bytes,
+            max_value_bytes: config.max_value_bytes,
+            max_nodes_per_task: super::tasks::MAX_NODES,
+            max_page: super::MAX_PAGE,
+            max_wait_ms: super::locks::MAX_WAIT_MS,
+            max_slots: super::locks::MAX_SLOTS,
+            max_lock_ttl_secs: super::locks::MAX_TTL_SECS,
+            max_attempts: super::tasks::MAX_ATTEMPTS,
+            max_name_bytes: super::state::MAX_NAME_BYTES,
+        }
+    }
 }
 
 /// Every error code, as DescribeInterface documents it.

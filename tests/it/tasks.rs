@@ -889,3 +889,35 @@ fn a_failed_task_hands_out_no_more_nodes() {
         "{status}"
     );
 }
+
+/// The node limit is stated in DescribeInterface and in the error that refuses a larger
+/// graph; a graph of 20,000 nodes registers.
+#[test]
+fn the_node_limit_is_stated_and_large_graphs_register() {
+    let daemon = Daemon::start_with(&["--max-line-bytes", "16777216"]);
+    let mut c = daemon.client();
+    let limits = c.result("DescribeInterface", json!({}))["limits"].clone();
+    let max = limits["max_nodes_per_task"].as_u64().expect("stated");
+    assert!(max >= 100_000, "{limits}");
+    assert_eq!(limits["max_line_bytes"], 16_777_216);
+    let graph = |n: u64| -> Value {
+        (0..n)
+            .map(|i| json!({"id": format!("n{i}"), "dependencies": []}))
+            .collect()
+    };
+    let task = register(&mut c, graph(20_000));
+    let status = status(&mut c, &task["task_id"]);
+    assert_eq!(status["counts"]["PENDING"], 20_000);
+    let err = c.error(
+        "RegisterTask",
+        json!({"goal": "g", "nodes": graph(max + 1)}),
+    );
+    assert_error(&err, 400, "invalid");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_nodes_per_task"),
+        "{err}"
+    );
+}

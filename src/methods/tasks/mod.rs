@@ -21,7 +21,7 @@ use super::state::{check_value, Json};
 use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
 
 /// Most nodes one task may have.
-pub const MAX_NODES: usize = 10_000;
+pub const MAX_NODES: usize = 100_000;
 /// Most attempts a node may be given.
 pub const MAX_ATTEMPTS: u32 = 100;
 /// Longest a node lease may be asked for: one day.
@@ -162,7 +162,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
     }
     if nodes.len() > MAX_NODES {
         return Err(Error::Invalid(format!(
-            "a task may have at most {MAX_NODES} nodes; split the work into several tasks"
+            "this task has {} nodes; a task may have at most {MAX_NODES} (DescribeInterface's limits.max_nodes_per_task): split the work into several tasks", nodes.len()
         )));
     }
     let mut ids = Vec::with_capacity(nodes.len());
