@@ -186,7 +186,7 @@ const READ_MAX_BYTES: usize = 16 << 20;
 
 impl Method for SubscribeParams {
     const NAME: &'static str = "Subscribe";
-    const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. A subscriber that falls 1,024 events or 8 MiB behind gets SubscriptionEnded with resume_from_seq.";
+    const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. Stored events come at the reader's pace; a subscriber that falls 1,024 events or 8 MiB behind live ones gets SubscriptionEnded with resume_from_seq.";
     type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
@@ -295,6 +295,9 @@ async fn stream_events(
     } = stream;
     let mut head = app.writer.head();
     let mut last = since;
+    // Replaying the past goes at the reader's pace; once a read reached the head, events
+    // are live, and a reader that falls behind them is ended (`overflow`).
+    let mut live = false;
     loop {
         if token.is_cancelled() {
             return;
@@ -357,7 +360,15 @@ async fn stream_events(
                 "Event",
                 &serde_json::json!({"subscription_id": id, "event": event}),
             );
-            match notify.try_send(line) {
+            let sent = if live {
+                notify.try_send(line)
+            } else {
+                tokio::select! {
+                    sent = notify.send_paced(line) => sent,
+                    _ = token.cancelled() => return,
+                }
+            };
+            match sent {
                 Ok(()) => last = seq,
                 Err(super::NotifyError::Full) => {
                     let end = crate::protocol::notification(
@@ -383,6 +394,7 @@ async fn stream_events(
         if full_page {
             continue;
         }
+        live = true;
         tokio::select! {
             changed = head.changed() => if changed.is_err() { return },
             _ = token.cancelled() => return,

@@ -108,6 +108,8 @@ pub enum NotifyError {
 pub struct Notifier {
     tx: tokio::sync::mpsc::Sender<Vec<u8>>,
     queued_bytes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Told each time the receiver takes a line: a paced sender may go on.
+    taken: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -126,6 +128,7 @@ impl Notifier {
         let notifier = Notifier {
             tx,
             queued_bytes: Default::default(),
+            taken: Default::default(),
         };
         (notifier, rx)
     }
@@ -158,9 +161,25 @@ impl Notifier {
         })
     }
 
+    /// Queues a line at the reader's pace: waits while the queue is full by count or by
+    /// bytes (a subscription replaying the past, which must not overflow a reader that
+    /// reads).
+    pub async fn send_paced(&self, line: Vec<u8>) -> std::result::Result<(), NotifyError> {
+        let len = line.len();
+        loop {
+            let taken = self.taken.notified();
+            let queued = self.queued_bytes.load(Ordering::Acquire);
+            if queued == 0 || queued + len <= NOTIFY_MAX_BYTES {
+                return self.send(line).await;
+            }
+            taken.await;
+        }
+    }
+
     /// The receiver took a line of `len` bytes off the queue.
     pub fn written(&self, len: usize) {
         self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        self.taken.notify_waiters();
     }
 
     pub fn queued_bytes(&self) -> usize {

@@ -320,3 +320,30 @@ fn read_events_pages_large_events_by_bytes() {
     }
     assert_eq!(seen, 40);
 }
+
+/// Replaying the past goes at the reader's pace: 20,000 stored events arrive in order with
+/// no SubscriptionEnded, however far ahead of the reader the daemon could read.
+#[test]
+fn catching_up_on_a_long_journal_never_overflows_a_reader_that_reads() {
+    let daemon = Daemon::start();
+    let mut writer = daemon.client();
+    let total = 20_000u64;
+    for chunk in 0..total / 500 {
+        for i in 0..500 {
+            let n = chunk * 500 + i;
+            writer.send_line(
+                &json!({"method": "Publish", "params": {"topic": "t", "payload": n}}).to_string(),
+            );
+        }
+        for _ in 0..500 {
+            assert!(writer.read_line().get("result").is_some());
+        }
+    }
+    let mut sub = daemon.client();
+    sub.result("Subscribe", json!({"since_seq": 0}));
+    for expected in 1..=total {
+        let note = sub.read_line();
+        assert_eq!(note["method"], "Event", "{note}");
+        assert_eq!(note["params"]["event"]["seq"], expected, "no gap");
+    }
+}
