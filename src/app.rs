@@ -22,6 +22,8 @@ pub struct App {
     pub metrics: Metrics,
     /// Revoked tokens and the failure log, shared by every connection.
     pub auth: methods::auth::Registry,
+    /// Subscription events queued on every connection together, and their bound.
+    pub subscribers: Arc<methods::QueuedEverywhere>,
     /// This daemon's id, new at every start.
     pub instance_id: String,
     /// The dashboard's address (`https://HOST:PORT/`), once the HTTP listener is bound.
@@ -33,6 +35,7 @@ pub struct App {
 impl App {
     pub fn new(config: Config, store: Store, writer: Writer, clock: Arc<dyn Clock>) -> App {
         let instance_id = store.instance_id.clone();
+        let subscribers = Arc::new(methods::QueuedEverywhere::new(config.max_subscriber_bytes));
         App {
             config,
             store,
@@ -43,6 +46,7 @@ impl App {
             clock,
             metrics: Metrics::new(methods::METHOD_NAMES),
             auth: Default::default(),
+            subscribers,
             describe: OnceLock::new(),
         }
     }

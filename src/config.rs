@@ -47,6 +47,9 @@ pub struct Flags {
     /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
     #[arg(long, value_name = "MS")]
     pub shutdown_grace_ms: Option<String>,
+    /// Most bytes of subscription events queued for all clients together; past it, the subscribers furthest behind are ended (BATON_MAX_SUBSCRIBER_BYTES) [default: 67108864]
+    #[arg(long, value_name = "BYTES")]
+    pub max_subscriber_bytes: Option<String>,
     /// Serve /metrics for Prometheus on https://ADDR:PORT (with BATON_TLS_CERT and BATON_TLS_KEY), or on http://ADDR:PORT on loopback only (BATON_HTTP_LISTEN) [default: off]
     #[arg(long = "http", value_name = "ADDR:PORT")]
     pub http_listen: Option<String>,
@@ -158,6 +161,8 @@ pub struct Config {
     pub workspace: PathBuf,
     /// How long a shutdown waits for connections to finish before closing them.
     pub shutdown_grace_ms: u64,
+    /// Most bytes of subscription events queued and unread, all connections together.
+    pub max_subscriber_bytes: usize,
     /// Network listeners (`BATON_LISTEN`), besides the Unix socket.
     pub listen: Vec<Listen>,
     /// The HTTP listener (`BATON_HTTP_LISTEN`): /metrics.
@@ -397,6 +402,7 @@ impl Config {
             ("BATON_MAX_VALUE_BYTES", &flags.max_value_bytes),
             ("BATON_WORKSPACE", &flags.workspace),
             ("BATON_SHUTDOWN_GRACE_MS", &flags.shutdown_grace_ms),
+            ("BATON_MAX_SUBSCRIBER_BYTES", &flags.max_subscriber_bytes),
             ("BATON_TLS_CERT", &flags.tls_cert),
             ("BATON_TLS_KEY", &flags.tls_key),
             ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
@@ -621,6 +627,7 @@ impl Config {
             max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
             workspace,
             shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
+            max_subscriber_bytes: layers.number("BATON_MAX_SUBSCRIBER_BYTES", 64 << 20, 1 << 20)?,
             test_clock_ms: match layers.get("BATON_TEST_CLOCK_MS") {
                 None => None,
                 Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),

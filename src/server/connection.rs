@@ -86,7 +86,7 @@ pub async fn serve<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     app.metrics.connection_opened();
-    let (notify_tx, mut notify_rx) = Notifier::channel(NOTIFY_CAPACITY);
+    let (notify_tx, mut notify_rx) = Notifier::channel(NOTIFY_CAPACITY, app.subscribers.clone());
     let connection = Arc::new(ConnectionInfo::new(
         NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
         notify_tx,
@@ -209,6 +209,11 @@ pub async fn serve<R, W>(
         _ = hard_stop.cancelled() => {}
     }
     connection.end_subscriptions();
+    // What is left unread is no longer held for anyone.
+    notify_rx.close();
+    while let Ok(line) = notify_rx.try_recv() {
+        connection.notify.written(line.len());
+    }
     if !told_closed {
         tell_closed(&app, &connection);
     }

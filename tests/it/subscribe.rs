@@ -347,3 +347,36 @@ fn catching_up_on_a_long_journal_never_overflows_a_reader_that_reads() {
         assert_eq!(note["params"]["event"]["seq"], expected, "no gap");
     }
 }
+
+/// One bound for the events queued on every connection together: ten subscribers that
+/// never read hold no more than it (each alone could queue 8 MiB), and each is ended.
+#[test]
+fn stalled_subscribers_together_hold_no_more_than_the_global_bound() {
+    let daemon = Daemon::start_with(&["--max-subscriber-bytes", "4194304"]);
+    let mut writer = daemon.client();
+    let before = rss_kib(daemon.pid(), "VmRSS:");
+    let mut stalled: Vec<Client> = (0..10).map(|_| daemon.client()).collect();
+    for s in &mut stalled {
+        s.result("Subscribe", json!({}));
+    }
+    let value = "x".repeat(64 * 1024);
+    let writes = 200; // 12.5 MiB of events for each subscriber, 125 MiB in all
+    for i in 0..writes {
+        writer.set("big", &format!("k{i}"), json!(value));
+    }
+    let peak = rss_kib(daemon.pid(), "VmHWM:");
+    assert!(
+        peak < before + 40 * 1024,
+        "peak RSS {peak} KiB, {before} KiB before the writes"
+    );
+    for s in &mut stalled {
+        s.set_read_timeout(Duration::from_secs(30));
+        let ended = loop {
+            let line = s.read_line();
+            if line["method"] == "SubscriptionEnded" {
+                break line;
+            }
+        };
+        assert_eq!(ended["params"]["reason"], "overflow", "{ended}");
+    }
+}
