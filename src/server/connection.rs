@@ -26,6 +26,7 @@ use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 
 use super::codec::{Frame, LineCodec};
+use super::limits::{Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
 
 /// Answers a connection may owe at once before it stops reading (back-pressure on a
 /// client that pipelines without reading).
@@ -68,6 +69,11 @@ pub struct Peer {
     pub name: String,
     /// Acts as admin without authenticating (a Unix socket, trusted by its file mode).
     pub admin: bool,
+    /// A network connection until it authenticates: short lines only, a deadline, and a
+    /// slot of its listener's unauthenticated connections.
+    pub unproven: Option<Unproven>,
+    /// The socket's place among the descriptors batond counts (none in-process).
+    pub held: Option<Held>,
 }
 
 /// Serves one client until it leaves, over any byte stream (a Unix socket, TCP, TLS).
@@ -95,9 +101,17 @@ pub async fn serve<R, W>(
         connection.auth.trust_as_admin();
     }
     connection.auth.set_peer(peer.name);
+    let _held = peer.held;
+    let mut unproven = peer.unproven;
+    let mut auth_deadline = unproven
+        .as_ref()
+        .map(|u| Box::pin(tokio::time::sleep_until(u.deadline)));
+    let codec = match unproven {
+        Some(_) => LineCodec::eager(UNAUTHENTICATED_LINE_BYTES.min(app.config.max_line_bytes)),
+        None => LineCodec::new(app.config.max_line_bytes),
+    };
     let mut told_closed = false;
-    let mut frames =
-        FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
+    let mut frames = FramedRead::with_capacity(reader, codec, 16 * 1024);
     let mut out = BufWriter::with_capacity(16 * 1024, writer);
     let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
@@ -134,6 +148,14 @@ pub async fn serve<R, W>(
                     Some(Ok(Frame::Line(line))) => {
                         handle_line(&app, &connection, &line, &writes_in_flight)
                     }
+                    Some(Ok(Frame::TooLong)) if unproven.is_some() => {
+                        // Before Authenticate: answer, then hang up.
+                        reading = false;
+                        let limit = frames.decoder().max_line_bytes();
+                        let err = Error::UnauthenticatedLineTooLarge { limit };
+                        app.metrics.record(None, std::time::Duration::ZERO, true);
+                        Some(Line::Ready(render(None, &Err(err))))
+                    }
                     Some(Ok(Frame::TooLong)) => {
                         let err = Error::RequestTooLarge { limit: app.config.max_line_bytes };
                         app.metrics.record(None, std::time::Duration::ZERO, true);
@@ -156,6 +178,13 @@ pub async fn serve<R, W>(
                 if connection.auth.must_close() {
                     // Too many failed Authenticate calls: answer them, then hang up.
                     reading = false;
+                }
+                if unproven.is_some() && connection.auth.is_authenticated() {
+                    // Authenticated: its listener's slot frees, the deadline and the short
+                    // lines end.
+                    unproven = None;
+                    auth_deadline = None;
+                    frames.decoder_mut().set_limit(app.config.max_line_bytes);
                 }
                 let (line, written) = match answer {
                     Some(Line::Ready(line)) if pending.is_empty() => (line, None),
@@ -183,6 +212,21 @@ pub async fn serve<R, W>(
             }
             _ = shutdown.cancelled(), if reading => {
                 reading = false;
+            }
+            _ = deadline(&mut auth_deadline), if reading && unproven.is_some() => {
+                // Not authenticated in time: say so, then hang up, owed answers or not.
+                app.metrics.auth_timed_out();
+                let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
+                let err = Error::Unauthenticated(format!(
+                    "no successful Authenticate within {timeout} ms of connecting; batond closes this connection. Authenticate right after connecting (clients do so with BATON_TOKEN), or raise BATON_AUTH_TIMEOUT_MS"
+                ));
+                let line = render(None, &Err(err));
+                let said = tokio::time::timeout(SAY_GOODBYE, async {
+                    out.write_all(&line).await?;
+                    out.flush().await
+                });
+                let _ = said.await;
+                break;
             }
             _ = tick(&mut hangup_check), if !told_closed && hangup_check.is_some() => {
                 if peer_hung_up(fd) {
@@ -220,6 +264,18 @@ async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
         biased;
         written = out.write_all(line) => written.is_ok(),
         _ = hard_stop.cancelled() => false,
+    }
+}
+
+/// How long a connection being closed for not authenticating in time may take to take its
+/// last line.
+const SAY_GOODBYE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits for the deadline, if there is one.
+async fn deadline(sleep: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match sleep {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
     }
 }
 

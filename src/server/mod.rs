@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod connection;
 mod http;
+mod limits;
 pub mod listen;
 
 use std::fs::{File, OpenOptions};
@@ -461,9 +462,18 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             shutdown.clone(),
         ));
     }
+    // Everything batond opens for itself is open by now: what is left under the open-file
+    // limit, less a reserve, is for network and HTTP clients.
+    let descriptors = limits::Descriptors::measure();
     let connections = TaskTracker::new();
     let http_task = http_listener.map(|(listener, tls)| {
-        tokio::spawn(http::serve(listener, tls, app.clone(), shutdown.clone()))
+        tokio::spawn(http::serve(
+            listener,
+            tls,
+            app.clone(),
+            descriptors.clone(),
+            shutdown.clone(),
+        ))
     });
     let network_tasks: Vec<_> = network
         .into_iter()
@@ -471,6 +481,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             tokio::spawn(listen::serve(
                 net,
                 app.clone(),
+                descriptors.clone(),
                 connections.clone(),
                 shutdown.clone(),
                 hard_stop.clone(),
@@ -497,6 +508,8 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
                         fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
                         name: "unix".into(),
                         admin: !app.config.unix_auth_token,
+                        unproven: None,
+                        held: Some(descriptors.hold()),
                     };
                     let (reader, writer) = stream.into_split();
                     connections.spawn(connection::serve(

@@ -15,6 +15,7 @@ mod lifecycle;
 mod lock_expiry;
 mod locks;
 mod net;
+mod net_limits;
 mod postgres;
 mod remote;
 mod remote_clients;

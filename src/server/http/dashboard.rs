@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -244,7 +245,18 @@ fn json_error(status: StatusCode, message: &str) -> Response {
 
 /// `POST /api/call {method, params}`: one read method, answered as batond answers it
 /// (`{result}` or `{error}`).
-async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn call(
+    State(http): State<Arc<Http>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejected) if rejected.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return super::body_too_large()
+        }
+        Err(rejected) => return json_error(rejected.status(), &rejected.body_text()),
+    };
     // The connection's Authenticate is the token check (401 when it fails).
     let mut conn = match connect(&http, &headers).await {
         Ok(conn) => conn,
@@ -288,6 +300,10 @@ async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) ->
     }
     let params = request.params.unwrap_or_else(|| json!({}));
     match conn.call(&request.method, params).await {
+        // A line over BATON_MAX_LINE_BYTES: batond could not read its id.
+        Ok(answer) if answer["error"]["code"] == json!(-32001) => {
+            json_answer(StatusCode::PAYLOAD_TOO_LARGE, &answer)
+        }
         Ok(answer) => json_answer(StatusCode::OK, &answer),
         Err(err) => json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
@@ -415,6 +431,9 @@ impl Inproc {
             fd: -1,
             name: "dashboard".into(),
             admin: false,
+            // In-process: no descriptor, and authenticated by the next line.
+            unproven: None,
+            held: None,
         };
         tokio::spawn(connection::serve(
             reader,
@@ -453,6 +472,11 @@ impl Inproc {
         loop {
             match self.next().await? {
                 Some(answer) if answer["id"] == json!(id) => return Ok(answer),
+                // batond could not read the line (too long, say), so not its id either:
+                // with one call at a time, the answer is this call's.
+                Some(answer) if answer["id"].is_null() && answer.get("error").is_some() => {
+                    return Ok(answer)
+                }
                 Some(_) => continue,
                 None => {
                     return Err(std::io::Error::new(

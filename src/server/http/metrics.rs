@@ -69,7 +69,7 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
         }
     };
     // One sample each, unlabelled.
-    let single: [(&str, &str, &str, u64); 20] = [
+    let single: [(&str, &str, &str, u64); 23] = [
         (
             "uptime_seconds",
             "gauge",
@@ -99,6 +99,24 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
             "counter",
             "Connections that could not be accepted.",
             m.connections.accept_errors,
+        ),
+        (
+            "connections_refused_unauthenticated_total",
+            "counter",
+            "Network connections closed at once: their listener held BATON_MAX_UNAUTHENTICATED unauthenticated ones.",
+            m.connections.refused_unauthenticated,
+        ),
+        (
+            "connections_refused_descriptors_total",
+            "counter",
+            "Network and HTTP connections closed at once near the open-file limit.",
+            m.connections.refused_descriptors,
+        ),
+        (
+            "auth_timeouts_total",
+            "counter",
+            "Network connections closed for not authenticating within BATON_AUTH_TIMEOUT_MS.",
+            m.connections.auth_timeouts,
         ),
         (
             "auth_failures_total",
