@@ -12,6 +12,7 @@
 //! | `tasks:read`, `tasks:write`, `tasks:work` | task reads; + Register/Cancel; + node work |
 //! | `events:read`, `events:publish` | ReadEvents, Subscribe; Publish |
 //! | `agents` | the agent and message methods |
+//! | `metrics` | Metrics and the HTTP listener's `/metrics`: a scraper never needs `admin` |
 //! | `read` | every read and nothing else: the kv reads of every namespace, ResourceLockStatus, ListResourceLocks, TaskStatus, ListTasks, ReadEvents, Subscribe, ListAgents (the dashboard's token) |
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
@@ -73,6 +74,8 @@ pub enum Grant {
     Agents,
     /// Every read, and nothing else.
     Read,
+    /// Metrics and `/metrics`, nothing else.
+    Metrics,
 }
 
 impl Grant {
@@ -86,6 +89,7 @@ impl Grant {
             "events:publish" => Grant::EventsPublish,
             "agents" => Grant::Agents,
             "read" => Grant::Read,
+            "metrics" => Grant::Metrics,
             _ => {
                 if let Some(p) = raw.strip_prefix("kv:read:") {
                     Grant::KvRead(Pattern::parse(p, raw)?)
@@ -95,7 +99,7 @@ impl Grant {
                     Grant::Locks(Pattern::parse(p, raw)?)
                 } else {
                     return Err(format!(
-                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents or read"
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, read or metrics"
                     ));
                 }
             }
@@ -140,6 +144,7 @@ impl Scopes {
             (Grant::EventsRead, Need::EventsRead) => true,
             (Grant::EventsPublish, Need::EventsPublish) => true,
             (Grant::Agents, Need::Agents | Need::AgentsRead) => true,
+            (Grant::Metrics, Need::Metrics) => true,
             (Grant::Locks(p), Need::LockRead(key)) => p.matches(key),
             (
                 Grant::Read,
@@ -183,6 +188,8 @@ pub enum Need {
     Agents,
     /// ListAgents.
     AgentsRead,
+    /// Metrics, `/metrics`.
+    Metrics,
 }
 
 impl Need {
@@ -201,6 +208,7 @@ impl Need {
             Need::EventsRead => "events:read".into(),
             Need::EventsPublish => "events:publish".into(),
             Need::Agents | Need::AgentsRead => "agents".into(),
+            Need::Metrics => "metrics".into(),
         }
     }
 }
@@ -339,7 +347,7 @@ fixed! {
     system::DescribeInterfaceParams => [] public = true;
     system::HealthParams => [] public = true;
     super::auth::AuthenticateParams => [] public = true;
-    system::MetricsParams => [Need::Admin];
+    system::MetricsParams => [Need::Metrics];
     system::AdvanceClockParams => [Need::Admin];
     super::auth::CreateTokenParams => [Need::Admin];
     super::auth::ListTokensParams => [Need::Admin];

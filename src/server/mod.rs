@@ -431,7 +431,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         if let Ok(addr) = listener.local_addr() {
             let url = http::url_of(addr, tls.is_some());
             tracing::info!(
-                "serving the dashboard at {url} (log in with `baton dashboard`) and {url}metrics (admin tokens)"
+                "serving the dashboard at {url} (log in with `baton dashboard`) and {url}metrics (tokens with the metrics grant)"
             );
             let _ = app.dashboard.set(url);
         }

@@ -7,6 +7,7 @@ mod bound;
 mod common;
 
 mod credentials;
+mod dashboard_login;
 mod durability;
 mod guard;
 mod https;

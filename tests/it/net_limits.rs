@@ -20,7 +20,7 @@ fn tcp_daemon_with(env: &[(&str, &str)]) -> Daemon {
     Daemon::start_with_env(&["--listen", "tcp://127.0.0.1:0"], env, None)
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
+pub fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
     stream
@@ -249,7 +249,7 @@ fn a_network_flood_at_the_open_file_limit_leaves_the_unix_socket_served() {
 // ---- HTTP(S) ----
 
 /// A daemon serving HTTP on a free loopback port; its address.
-fn http_daemon(env: &[(&str, &str)]) -> (Daemon, SocketAddr) {
+pub fn http_daemon(env: &[(&str, &str)]) -> (Daemon, SocketAddr) {
     let daemon = Daemon::start_with_env(&["--http", "http://127.0.0.1:0"], env, None);
     let log = daemon.log();
     let marker = "serving the dashboard at http://";
@@ -259,7 +259,7 @@ fn http_daemon(env: &[(&str, &str)]) -> (Daemon, SocketAddr) {
 }
 
 /// Reads what the server sends until it closes; fails the test if it does not.
-fn read_until_closed(stream: &mut TcpStream) -> String {
+pub fn read_until_closed(stream: &mut TcpStream) -> String {
     let mut answer = Vec::new();
     match stream.read_to_end(&mut answer) {
         Ok(_) => {}

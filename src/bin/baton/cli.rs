@@ -335,7 +335,7 @@ pub enum TokenCommand {
         /// Who or what it is for (an agent, a host)
         name: String,
         /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
-        /// tasks:write, tasks:work, events:read, events:publish, agents, read, admin (PATTERN: exact,
+        /// tasks:write, tasks:work, events:read, events:publish, agents, read, metrics, admin (PATTERN: exact,
         /// or a prefix ending in *); give the narrowest that does the job
         #[arg(long = "scope", value_name = "GRANT", required = true)]
         scope: Vec<String>,

@@ -1,6 +1,6 @@
 //! `/metrics`: the figures of Metrics in the Prometheus text exposition format, as
-//! counters, gauges and a latency histogram per method, for a token with the `admin` grant
-//! (as the Metrics method needs).
+//! counters, gauges and a latency histogram per method, for a token with the `metrics`
+//! grant (or `admin`), as the Metrics method needs.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -25,15 +25,15 @@ pub(super) async fn metrics(State(http): State<Arc<Http>>, headers: HeaderMap) -
     let visitor = match authorized(
         &http,
         &headers,
-        "send Authorization: Bearer <token>, with a token that has the admin grant (baton token create prometheus --scope admin)",
+        "send Authorization: Bearer <token>, with a token that has the metrics grant (baton token create prometheus --scope metrics)",
     ) {
         Ok(visitor) => visitor,
         Err(refused) => return refused.into_response(),
     };
-    if !visitor.scopes.allows(&Need::Admin) {
+    if !visitor.scopes.allows(&Need::Metrics) {
         return refuse(
             StatusCode::FORBIDDEN,
-            "/metrics needs a token with the admin grant",
+            "/metrics needs a token with the metrics grant; give the scraper one (baton token create prometheus --scope metrics)",
         );
     }
     let app = &http.app;

@@ -86,11 +86,14 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         tls: tls.is_some(),
     });
-    let router = dashboard::routes()
+    let mut router = dashboard::routes()
         .route("/metrics", get(metrics::metrics))
         .layer(axum::middleware::from_fn(limit_body))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(http);
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    if tls.is_some() {
+        router = router.layer(axum::middleware::map_response(hsts));
+    }
+    let router = router.with_state(http);
     let connections = TaskTracker::new();
     let mut errors = AcceptErrors::new();
     loop {
@@ -188,6 +191,15 @@ async fn limit_body(request: axum::extract::Request, next: axum::middleware::Nex
         return body_too_large();
     }
     next.run(request).await
+}
+
+/// Over HTTPS: browsers are to come back over HTTPS only, for a year.
+async fn hsts(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        header::HeaderValue::from_static("max-age=31536000"),
+    );
+    response
 }
 
 /// The answer to a body over [`MAX_BODY_BYTES`].
