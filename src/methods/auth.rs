@@ -91,7 +91,8 @@ impl ConnectionAuth {
         *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
     }
 
-    fn peer(&self) -> String {
+    /// Where the connection comes from (`unix`, or the peer's address).
+    pub fn peer(&self) -> String {
         self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 

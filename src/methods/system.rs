@@ -43,7 +43,7 @@ pub fn error_table() -> Vec<ErrorDescription> {
         (-32600, "invalid_request", "JSON but not a request object (not an object, or no string `method`)"),
         (-32601, "method_not_found", "unknown method; data.methods lists the known ones"),
         (-32602, "invalid_params", "missing, ill-typed or unknown params; data.field names the field"),
-        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES; the connection stays usable"),
+        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES (the connection stays usable), or, before Authenticate succeeds on a network connection, over 64 KiB (the connection is closed)"),
         (-32603, "internal", "a bug in batond; never for bad input"),
         (400, "invalid", "well-formed but refused: empty or over-long key, bad limit, ..."),
         (401, "unauthenticated", "a network connection that has not authenticated (call Authenticate), or whose token expired or was revoked"),

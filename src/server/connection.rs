@@ -26,7 +26,10 @@ use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 
 use super::codec::{Frame, LineCodec};
-use super::limits::{Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
+use super::limits::{BoundedLog, Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
+
+/// Connections closed for not authenticating in time, reported at a bounded rate.
+static AUTH_TIMEOUTS: BoundedLog = BoundedLog::new();
 
 /// Answers a connection may owe at once before it stops reading (back-pressure on a
 /// client that pipelines without reading).
@@ -217,6 +220,12 @@ pub async fn serve<R, W>(
                 // Not authenticated in time: say so, then hang up, owed answers or not.
                 app.metrics.auth_timed_out();
                 let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
+                AUTH_TIMEOUTS.report(|unlogged| {
+                    tracing::warn!(
+                        peer = connection.auth.peer(),
+                        "closed a connection that did not authenticate within {timeout} ms ({unlogged} more since the last report; Metrics counts them as connections.auth_timeouts); if it is a client you know, have it authenticate right after connecting, or raise BATON_AUTH_TIMEOUT_MS"
+                    )
+                });
                 let err = Error::Unauthenticated(format!(
                     "no successful Authenticate within {timeout} ms of connecting; batond closes this connection. Authenticate right after connecting (clients do so with BATON_TOKEN), or raise BATON_AUTH_TIMEOUT_MS"
                 ));

@@ -23,6 +23,12 @@ pub struct BoundedLog {
 }
 
 impl BoundedLog {
+    pub const fn new() -> BoundedLog {
+        BoundedLog {
+            last: Mutex::new((None, 0)),
+        }
+    }
+
     /// Calls `log` with the number of reports left out since the last one, unless one was
     /// logged less than [`LOG_EVERY`] ago.
     pub fn report(&self, log: impl FnOnce(u64)) {

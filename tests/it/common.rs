@@ -344,6 +344,12 @@ impl Daemon {
         self.log.text()
     }
 
+    /// Waits until the log contains `needle` (it comes from another process, through a
+    /// pipe); false if it does not within `limit`.
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> bool {
+        self.log.wait_for(0, needle, Some(limit))
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.as_ref().expect("running").id() as i32
     }

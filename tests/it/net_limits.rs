@@ -152,6 +152,11 @@ fn a_connection_that_does_not_authenticate_in_time_is_closed() {
         "{lines:?}"
     );
     assert_eq!(metrics(&daemon)["connections"]["auth_timeouts"], 1);
+    assert!(
+        daemon.wait_for_log("did not authenticate within 300 ms", PATIENCE),
+        "{}",
+        daemon.log()
+    );
 
     // The one that authenticated, connected earlier, is past the same deadline and served.
     authenticated.result("Get", json!({"namespace": "a", "key": "b"}));
@@ -187,11 +192,10 @@ fn a_listener_holds_at_most_max_unauthenticated_connections() {
         call(&mut next, "Health", json!({}))["result"]["status"],
         "ok"
     );
-    let log = daemon.log();
     assert!(
-        log.contains("BATON_MAX_UNAUTHENTICATED")
-            && log.contains("connections.refused_unauthenticated"),
-        "{log}"
+        daemon.wait_for_log("connections.refused_unauthenticated", PATIENCE),
+        "{}",
+        daemon.log()
     );
 }
 
@@ -235,6 +239,7 @@ fn a_network_flood_at_the_open_file_limit_leaves_the_unix_socket_served() {
     }
     let m = metrics(&daemon);
     assert_eq!(m["connections"]["refused_descriptors"], refused, "{m}");
+    assert!(daemon.wait_for_log("keeps the last", PATIENCE));
     let warnings = daemon
         .log()
         .lines()
