@@ -129,3 +129,32 @@ fn a_last_event_id_beyond_2_63_is_400() {
     );
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
+
+#[test]
+fn the_login_link_logs_in_only_when_no_other_site_sent_the_browser() {
+    let (_daemon, addr) = http_daemon(&[]);
+    // `baton dashboard`'s /login#token=...: opened from the terminal (no Sec-Fetch-Site
+    // from a non-browser, `none` from a browser) or from this dashboard, the page's script
+    // logs in with the fragment's token.
+    for header in [None, Some("none"), Some("same-origin")] {
+        let headers: Vec<String> = header
+            .map(|site| format!("Sec-Fetch-Site: {site}"))
+            .into_iter()
+            .collect();
+        let page = http(addr, "GET", "/login", &headers, "");
+        assert!(page.contains(r#"data-auto="on""#), "{header:?}: {page}");
+    }
+    // Another site's link to it would log the visitor in with that site's token: the page
+    // only takes the token out of the address, and says why.
+    for site in ["cross-site", "same-site"] {
+        let page = http(
+            addr,
+            "GET",
+            "/login",
+            &[format!("Sec-Fetch-Site: {site}")],
+            "",
+        );
+        assert!(page.contains(r#"data-auto="off""#), "{site}: {page}");
+        assert!(page.contains("Another site sent you here"), "{page}");
+    }
+}

@@ -113,13 +113,20 @@ fn page(status: StatusCode, body: String) -> Response {
 
 /// The login form, with a fresh nonce in its `csrf` field and in the [`LOGIN_COOKIE`].
 fn login_page(http: &Http, status: StatusCode, message: &str) -> Response {
+    login_page_with(http, status, message, false)
+}
+
+/// [`login_page`]; with `auto`, its script logs in with the token in the address's
+/// fragment (`baton dashboard`'s URL).
+fn login_page_with(http: &Http, status: StatusCode, message: &str, auto: bool) -> Response {
     let nonce = match new_nonce() {
         Ok(nonce) => nonce,
         Err(err) => return refuse(StatusCode::SERVICE_UNAVAILABLE, &err),
     };
     let body = LOGIN
         .replace("{{message}}", &escape_html(message))
-        .replace("{{csrf}}", &nonce);
+        .replace("{{csrf}}", &nonce)
+        .replace("{{auto}}", if auto { "on" } else { "off" });
     let mut response = page(status, body);
     // With no-referrer, a browser sends the form's POST with `Origin: null`: the login
     // checks the origin, and this page's address holds nothing secret (the fragment is
@@ -223,7 +230,7 @@ async fn index(State(http): State<Arc<Http>>, headers: HeaderMap) -> Response {
 /// `GET /login`: the login form. `baton dashboard` opens `/login#token=...`: the fragment
 /// never leaves the browser, and the page's script takes it out of the address bar and
 /// posts it. A token in the query string is refused: it would stay in the history.
-async fn login_form(State(http): State<Arc<Http>>, uri: Uri) -> Response {
+async fn login_form(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> Response {
     if query(&uri, "token").is_some() {
         return login_page(
             &http,
@@ -231,10 +238,22 @@ async fn login_form(State(http): State<Arc<Http>>, uri: Uri) -> Response {
             "A token does not go in the address (it would stay in the browser's history). Paste it below, or open the URL `baton dashboard` prints.",
         );
     }
-    login_page(
+    // Opened from the terminal, typed, or from this dashboard: the fragment's token logs
+    // in. Sent here by another site: it does not, or that site could log the visitor in
+    // with a token of its own.
+    if cross_site(&http, &headers).is_some() {
+        return login_page_with(
+            &http,
+            StatusCode::OK,
+            "Another site sent you here: log in only with a token you got yourself (`baton dashboard`).",
+            false,
+        );
+    }
+    login_page_with(
         &http,
         StatusCode::OK,
         "Log in with a token to see what your agents are doing.",
+        true,
     )
 }
 
