@@ -133,7 +133,7 @@ pub async fn serve<R, W>(
             // with the token on every turn of the loop.
             _ = hard_stop.cancelled(), if !reading => break,
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -142,7 +142,7 @@ pub async fn serve<R, W>(
             }
             Some(line) = notify_rx.recv() => {
                 connection.notify.written(line.len());
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
             }
@@ -206,7 +206,7 @@ pub async fn serve<R, W>(
                     }
                     None => continue,
                 };
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -216,16 +216,10 @@ pub async fn serve<R, W>(
             _ = shutdown.cancelled(), if reading => {
                 reading = false;
             }
-            _ = deadline(&mut auth_deadline), if reading && unproven.is_some() => {
-                // Not authenticated in time: say so, then hang up, owed answers or not.
-                app.metrics.auth_timed_out();
+            _ = deadline(&mut auth_deadline), if unproven.is_some() => {
+                // Not authenticated in time: say so, then hang up, owed answers or not
+                // (counted and logged below).
                 let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
-                AUTH_TIMEOUTS.report(|unlogged| {
-                    tracing::warn!(
-                        peer = connection.auth.peer(),
-                        "closed a connection that did not authenticate within {timeout} ms ({unlogged} more since the last report; Metrics counts them as connections.auth_timeouts); if it is a client you know, have it authenticate right after connecting, or raise BATON_AUTH_TIMEOUT_MS"
-                    )
-                });
                 let err = Error::Unauthenticated(format!(
                     "no successful Authenticate within {timeout} ms of connecting; batond closes this connection. Authenticate right after connecting (clients do so with BATON_TOKEN), or raise BATON_AUTH_TIMEOUT_MS"
                 ));
@@ -250,9 +244,21 @@ pub async fn serve<R, W>(
             }
         }
     }
+    if unproven.is_some() && auth_deadline.as_ref().is_some_and(|d| d.is_elapsed()) {
+        // Not authenticated in time (perhaps while it would not read its answers).
+        app.metrics.auth_timed_out();
+        let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
+        AUTH_TIMEOUTS.report(|unlogged| {
+            tracing::warn!(
+                peer = connection.auth.peer(),
+                "closed a connection that did not authenticate within {timeout} ms ({unlogged} more since the last report; Metrics counts them as connections.auth_timeouts); if it is a client you know, have it authenticate right after connecting, or raise BATON_AUTH_TIMEOUT_MS"
+            )
+        });
+    }
     tokio::select! {
         _ = out.shutdown() => {}
         _ = hard_stop.cancelled() => {}
+        _ = tokio::time::sleep(SAY_GOODBYE), if unproven.is_some() => {}
     }
     connection.end_subscriptions();
     if !told_closed {
@@ -261,11 +267,14 @@ pub async fn serve<R, W>(
     app.metrics.connection_closed();
 }
 
-/// Writes one line; false if the client is gone or the shutdown grace ran out mid-write.
+/// Writes one line; false if the client is gone, the shutdown grace ran out mid-write, or
+/// the connection's time to authenticate did (a client that does not read must not keep
+/// an unauthenticated connection open).
 async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
     out: &mut W,
     line: &[u8],
     hard_stop: &CancellationToken,
+    auth_deadline: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 ) -> bool {
     // The write first: one that completes at once (the usual case) never registers with
     // the token.
@@ -273,6 +282,7 @@ async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
         biased;
         written = out.write_all(line) => written.is_ok(),
         _ = hard_stop.cancelled() => false,
+        _ = deadline(auth_deadline) => false,
     }
 }
 

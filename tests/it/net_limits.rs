@@ -163,6 +163,33 @@ fn a_connection_that_does_not_authenticate_in_time_is_closed() {
 }
 
 #[test]
+fn an_unauthenticated_client_that_does_not_read_is_closed_at_its_deadline_too() {
+    let daemon = tcp_daemon_with(&[("BATON_AUTH_TIMEOUT_MS", "300")]);
+    let stream = connect(daemon.listening("tcp"));
+    // Large public answers, never read: batond's writes to it block.
+    let mut sender = stream.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        let line = format!("{}\n", json!({"id": 1, "method": "DescribeInterface"}));
+        for _ in 0..2000 {
+            if sender.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut admin = daemon.client();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while admin.result("Metrics", json!({}))["connections"]["auth_timeouts"] != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the connection that does not read is still open"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(stream);
+    sending.join().unwrap();
+}
+
+#[test]
 fn a_listener_holds_at_most_max_unauthenticated_connections() {
     let daemon = tcp_daemon_with(&[("BATON_MAX_UNAUTHENTICATED", "4")]);
     let addr = daemon.listening("tcp");
