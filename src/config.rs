@@ -65,6 +65,15 @@ pub struct Flags {
     /// Require TLS clients to present a certificate signed by this CA, PEM (BATON_TLS_CLIENT_CA)
     #[arg(long, value_name = "PATH")]
     pub tls_client_ca: Option<String>,
+    /// How long a network connection may take to authenticate, from connecting, before it is closed, in milliseconds (BATON_AUTH_TIMEOUT_MS) [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub auth_timeout_ms: Option<String>,
+    /// Network connections each listener holds before they authenticate; one more is closed at once (BATON_MAX_UNAUTHENTICATED) [default: 256]
+    #[arg(long, value_name = "N")]
+    pub max_unauthenticated: Option<String>,
+    /// How long an HTTP(S) client may take to send a request's headers before its connection is closed, in milliseconds (BATON_HTTP_HEADER_TIMEOUT_MS) [default: 10000]
+    #[arg(long, value_name = "MS")]
+    pub http_header_timeout_ms: Option<String>,
     /// How Unix-socket connections are trusted: admin (by the socket's file mode) or token (they authenticate too) (BATON_UNIX_AUTH) [default: admin]
     #[arg(long, value_name = "MODE")]
     pub unix_auth: Option<String>,
@@ -169,6 +178,12 @@ pub struct Config {
     pub http_listen: Option<Listen>,
     /// Certificate and key of the TLS listeners; set whenever one is configured.
     pub tls: Option<TlsFiles>,
+    /// How long a network connection may take, from connecting, to authenticate.
+    pub auth_timeout_ms: u64,
+    /// Unauthenticated network connections each listener holds at most.
+    pub max_unauthenticated: usize,
+    /// How long an HTTP(S) client may take to send a request's headers.
+    pub http_header_timeout_ms: u64,
     /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
     /// instead of acting as admin.
     pub unix_auth_token: bool,
@@ -408,6 +423,12 @@ impl Config {
             ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
             ("BATON_UNIX_AUTH", &flags.unix_auth),
             ("BATON_HTTP_LISTEN", &flags.http_listen),
+            ("BATON_AUTH_TIMEOUT_MS", &flags.auth_timeout_ms),
+            ("BATON_MAX_UNAUTHENTICATED", &flags.max_unauthenticated),
+            (
+                "BATON_HTTP_HEADER_TIMEOUT_MS",
+                &flags.http_header_timeout_ms,
+            ),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
@@ -628,6 +649,9 @@ impl Config {
             workspace,
             shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
             max_subscriber_bytes: layers.number("BATON_MAX_SUBSCRIBER_BYTES", 64 << 20, 1 << 20)?,
+            auth_timeout_ms: layers.number("BATON_AUTH_TIMEOUT_MS", 10_000, 1)?,
+            max_unauthenticated: layers.number("BATON_MAX_UNAUTHENTICATED", 256, 1)?,
+            http_header_timeout_ms: layers.number("BATON_HTTP_HEADER_TIMEOUT_MS", 10_000, 1)?,
             test_clock_ms: match layers.get("BATON_TEST_CLOCK_MS") {
                 None => None,
                 Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),

@@ -23,6 +23,8 @@ pub enum Error {
     },
     #[error("request line is longer than the limit of {limit} bytes; send a smaller request (the limit is BATON_MAX_LINE_BYTES)")]
     RequestTooLarge { limit: usize },
+    #[error("before Authenticate succeeds a line may be at most {limit} bytes; authenticate first (Authenticate {{token}}, with a token from `baton token create`), then send larger requests; batond closes this connection")]
+    UnauthenticatedLineTooLarge { limit: usize },
     #[error("internal error: {0}; this is a bug in batond, please report it")]
     Internal(String),
     #[error("{0}")]
@@ -76,7 +78,7 @@ impl Error {
             Error::InvalidRequest(_) => -32600,
             Error::MethodNotFound { .. } => -32601,
             Error::InvalidParams { .. } => -32602,
-            Error::RequestTooLarge { .. } => -32001,
+            Error::RequestTooLarge { .. } | Error::UnauthenticatedLineTooLarge { .. } => -32001,
             Error::Internal(_) => -32603,
             Error::Invalid(_) => 400,
             Error::NotFound(_) => 404,
@@ -98,7 +100,9 @@ impl Error {
             Error::InvalidRequest(_) => "invalid_request",
             Error::MethodNotFound { .. } => "method_not_found",
             Error::InvalidParams { .. } => "invalid_params",
-            Error::RequestTooLarge { .. } => "request_too_large",
+            Error::RequestTooLarge { .. } | Error::UnauthenticatedLineTooLarge { .. } => {
+                "request_too_large"
+            }
             Error::Internal(_) => "internal",
             Error::Invalid(_) => "invalid",
             Error::NotFound(_) => "not_found",
@@ -130,7 +134,7 @@ impl Error {
             } => {
                 data.insert("field".into(), Value::from(field.as_str()));
             }
-            Error::RequestTooLarge { limit } => {
+            Error::RequestTooLarge { limit } | Error::UnauthenticatedLineTooLarge { limit } => {
                 data.insert("limit".into(), json!(limit));
             }
             Error::ValueTooLarge { size, limit } => {

@@ -75,6 +75,14 @@ pub struct Metrics {
     accept_errors: AtomicU64,
     /// Failed Authenticate calls.
     auth_failures: AtomicU64,
+    /// Network connections closed at once: their listener held its most unauthenticated
+    /// connections already.
+    refused_unauthenticated: AtomicU64,
+    /// Network and HTTP connections closed at once: batond was near its open-file limit,
+    /// whose last descriptors are kept for the Unix socket and the database.
+    refused_descriptors: AtomicU64,
+    /// Network connections closed for not authenticating in time.
+    auth_timeouts: AtomicU64,
 }
 
 /// The name under which requests that named no known method are counted.
@@ -92,6 +100,9 @@ impl Metrics {
             connections_total: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
             auth_failures: AtomicU64::new(0),
+            refused_unauthenticated: AtomicU64::new(0),
+            refused_descriptors: AtomicU64::new(0),
+            auth_timeouts: AtomicU64::new(0),
         }
     }
 
@@ -139,6 +150,30 @@ impl Metrics {
 
     pub fn auth_failures(&self) -> u64 {
         self.auth_failures.load(Ordering::Relaxed)
+    }
+
+    /// Counts a connection refused for the cap on unauthenticated ones; returns the count.
+    pub fn refuse_unauthenticated(&self) -> u64 {
+        self.refused_unauthenticated.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Counts a connection refused near the open-file limit; returns the count.
+    pub fn refuse_for_descriptors(&self) -> u64 {
+        self.refused_descriptors.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub fn auth_timed_out(&self) {
+        self.auth_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (refused: too many unauthenticated, refused: near the open-file limit, closed for
+    /// not authenticating in time).
+    pub fn refusals(&self) -> (u64, u64, u64) {
+        (
+            self.refused_unauthenticated.load(Ordering::Relaxed),
+            self.refused_descriptors.load(Ordering::Relaxed),
+            self.auth_timeouts.load(Ordering::Relaxed),
+        )
     }
 
     pub fn connections_open(&self) -> u64 {

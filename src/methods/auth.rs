@@ -4,6 +4,7 @@
 //! RevokeToken. What each grant allows is in `scopes`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,10 +61,8 @@ impl Principal {
 enum Access {
     /// A Unix-socket connection trusted by the socket's file mode.
     Admin,
-    /// Not (or no longer) authenticated; `failures` failed Authenticate calls so far.
-    Pending {
-        failures: u32,
-    },
+    /// Not (or no longer) authenticated.
+    Pending,
     Token(Arc<Principal>),
 }
 
@@ -71,6 +70,9 @@ enum Access {
 #[derive(Debug)]
 pub struct ConnectionAuth {
     access: Mutex<Access>,
+    /// Failed Authenticate calls over the connection's whole life: a success in between
+    /// does not reset it, or a holder of one valid token could keep guessing others.
+    failures: AtomicU32,
     /// Where the connection comes from, for the log (`unix`, or the peer address).
     peer: Mutex<String>,
 }
@@ -79,7 +81,8 @@ impl Default for ConnectionAuth {
     /// A connection that must authenticate before anything else.
     fn default() -> ConnectionAuth {
         ConnectionAuth {
-            access: Mutex::new(Access::Pending { failures: 0 }),
+            access: Mutex::new(Access::Pending),
+            failures: AtomicU32::new(0),
             peer: Mutex::new("unknown".into()),
         }
     }
@@ -100,13 +103,20 @@ impl ConnectionAuth {
         *self.peer.lock().unwrap_or_else(|e| e.into_inner()) = peer;
     }
 
-    fn peer(&self) -> String {
+    /// Where the connection comes from (`unix`, or the peer's address).
+    pub fn peer(&self) -> String {
         self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the connection acts as someone (admin, or a token), until a request finds
+    /// its token revoked or expired.
+    pub fn is_authenticated(&self) -> bool {
+        !matches!(*self.access(), Access::Pending)
     }
 
     /// Whether the connection has failed Authenticate too often and must be closed.
     pub fn must_close(&self) -> bool {
-        matches!(*self.access(), Access::Pending { failures } if failures >= MAX_FAILURES)
+        self.failures.load(Ordering::Acquire) >= MAX_FAILURES
     }
 
     /// The token this request acts with (`None`: admin by the socket's mode), or 401 when
@@ -115,7 +125,7 @@ impl ConnectionAuth {
         let mut access = self.access();
         let principal = match &*access {
             Access::Admin => return Ok(None),
-            Access::Pending { .. } => {
+            Access::Pending => {
                 return Err(Error::Unauthenticated(
                     "this connection has not authenticated; call Authenticate {token} first (the token comes from `baton token create`; clients read BATON_TOKEN)".into(),
                 ))
@@ -133,7 +143,7 @@ impl ConnectionAuth {
         } else {
             return Ok(Some(principal));
         };
-        *access = Access::Pending { failures: 0 };
+        *access = Access::Pending;
         Err(Error::Unauthenticated(format!(
             "the token `{}` {why}; authenticate again with a valid token (an admin creates one with `baton token create`)",
             principal.name
@@ -156,15 +166,11 @@ impl ConnectionAuth {
         }
     }
 
-    /// A failed Authenticate: the connection is unauthenticated; returns the failures so far.
+    /// A failed Authenticate: the connection is unauthenticated; returns the failures so
+    /// far on this connection, a success in between notwithstanding.
     fn failed(&self) -> u32 {
-        let mut access = self.access();
-        let failures = match &*access {
-            Access::Pending { failures } => failures + 1,
-            _ => 1,
-        };
-        *access = Access::Pending { failures };
-        failures
+        *self.access() = Access::Pending;
+        self.failures.fetch_add(1, Ordering::AcqRel) + 1
     }
 }
 

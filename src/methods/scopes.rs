@@ -13,6 +13,7 @@
 //! | `events:read`, `events:publish` | ReadEvents, Subscribe; Publish |
 //! | `agents` | the agent and message methods; RegisterAgent of any name no other token owns |
 //! | `agents:PATTERN` | the same, but RegisterAgent only of names matching PATTERN |
+//! | `metrics` | Metrics and the HTTP listener's `/metrics`: a scraper never needs `admin` |
 //! | `read` | every read and nothing else: the kv reads of every namespace, ResourceLockStatus, ListResourceLocks, TaskStatus, ListTasks, ReadEvents, Subscribe, ListAgents (the dashboard's token) |
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
@@ -76,6 +77,8 @@ pub enum Grant {
     AgentsNamed(Pattern),
     /// Every read, and nothing else.
     Read,
+    /// Metrics and `/metrics`, nothing else.
+    Metrics,
 }
 
 impl Grant {
@@ -89,6 +92,7 @@ impl Grant {
             "events:publish" => Grant::EventsPublish,
             "agents" => Grant::Agents,
             "read" => Grant::Read,
+            "metrics" => Grant::Metrics,
             _ => {
                 if let Some(p) = raw.strip_prefix("kv:read:") {
                     Grant::KvRead(Pattern::parse(p, raw)?)
@@ -100,7 +104,7 @@ impl Grant {
                     Grant::AgentsNamed(Pattern::parse(p, raw)?)
                 } else {
                     return Err(format!(
-                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN or read"
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read or metrics"
                     ));
                 }
             }
@@ -147,6 +151,7 @@ impl Scopes {
             (Grant::Agents, Need::Agents | Need::AgentsRead | Need::AgentName(_)) => true,
             (Grant::AgentsNamed(_), Need::Agents | Need::AgentsRead) => true,
             (Grant::AgentsNamed(p), Need::AgentName(name)) => p.matches(name),
+            (Grant::Metrics, Need::Metrics) => true,
             (Grant::Locks(p), Need::LockRead(key)) => p.matches(key),
             (
                 Grant::Read,
@@ -219,6 +224,8 @@ pub enum Need {
     AgentsRead,
     /// RegisterAgent of this name (whether another token owns it is the rules' to judge).
     AgentName(String),
+    /// Metrics, `/metrics`.
+    Metrics,
 }
 
 impl Need {
@@ -238,6 +245,7 @@ impl Need {
             Need::EventsPublish => "events:publish".into(),
             Need::Agents | Need::AgentsRead => "agents".into(),
             Need::AgentName(name) => format!("agents:{name}"),
+            Need::Metrics => "metrics".into(),
         }
     }
 }
@@ -376,7 +384,7 @@ fixed! {
     system::DescribeInterfaceParams => [] public = true;
     system::HealthParams => [] public = true;
     super::auth::AuthenticateParams => [] public = true;
-    system::MetricsParams => [Need::Admin];
+    system::MetricsParams => [Need::Metrics];
     system::AdvanceClockParams => [Need::Admin];
     super::auth::CreateTokenParams => [Need::Admin];
     super::auth::ListTokensParams => [Need::Admin];

@@ -85,7 +85,7 @@ pub fn error_table() -> Vec<ErrorDescription> {
         (-32600, "invalid_request", "JSON but not a request object (not an object, or no string `method`)"),
         (-32601, "method_not_found", "unknown method; data.methods lists the known ones"),
         (-32602, "invalid_params", "missing, ill-typed or unknown params; data.field names the field"),
-        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES; the connection stays usable"),
+        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES (the connection stays usable), or, before Authenticate succeeds on a network connection, over 64 KiB (the connection is closed)"),
         (-32603, "internal", "a bug in batond; never for bad input"),
         (400, "invalid", "well-formed but refused: empty or over-long key, bad limit, ..."),
         (401, "unauthenticated", "a network connection that has not authenticated (call Authenticate), or whose token expired or was revoked"),
@@ -177,6 +177,14 @@ pub struct ConnectionFigures {
     pub total: u64,
     /// Connections the daemon failed to accept (at the open-file limit, mostly).
     pub accept_errors: u64,
+    /// Network connections closed at once because their listener already held
+    /// `BATON_MAX_UNAUTHENTICATED` connections that had not authenticated.
+    pub refused_unauthenticated: u64,
+    /// Network and HTTP connections closed at once because batond was near its open-file
+    /// limit (the last descriptors are kept for the Unix socket and the database).
+    pub refused_descriptors: u64,
+    /// Network connections closed for not authenticating within `BATON_AUTH_TIMEOUT_MS`.
+    pub auth_timeouts: u64,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -262,6 +270,7 @@ fn metrics(app: &App, storage: &dyn Storage) -> Result<MetricsResult> {
     let writes = stats.writes.load(std::sync::atomic::Ordering::Relaxed);
     let (db_bytes, wal_bytes) = storage.file_sizes()?;
     let instances = storage.live_instances((app.config.instance_timeout_secs * 1000) as i64)?;
+    let (refused_unauthenticated, refused_descriptors, auth_timeouts) = app.metrics.refusals();
     Ok(MetricsResult {
         instances,
         uptime_secs: app.uptime().as_secs(),
@@ -270,6 +279,9 @@ fn metrics(app: &App, storage: &dyn Storage) -> Result<MetricsResult> {
             open: app.metrics.connections_open(),
             total: app.metrics.connections_total(),
             accept_errors: app.metrics.accept_errors(),
+            refused_unauthenticated,
+            refused_descriptors,
+            auth_timeouts,
         },
         auth: AuthFigures {
             failures: app.metrics.auth_failures(),

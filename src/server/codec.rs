@@ -19,6 +19,11 @@ pub struct LineCodec {
     searched: usize,
     /// Inside an over-long line, dropping bytes until its newline.
     discarding: bool,
+    /// Report an over-long line as soon as it passes the limit, not at its newline (a
+    /// connection that is closed on the first one need not wait for the rest).
+    eager: bool,
+    /// The over-long line being discarded was already reported.
+    reported: bool,
 }
 
 impl LineCodec {
@@ -27,7 +32,29 @@ impl LineCodec {
             max_line_bytes,
             searched: 0,
             discarding: false,
+            eager: false,
+            reported: false,
         }
+    }
+
+    /// A codec whose over-long lines are reported as soon as they pass the limit.
+    pub fn eager(max_line_bytes: usize) -> LineCodec {
+        LineCodec {
+            eager: true,
+            ..LineCodec::new(max_line_bytes)
+        }
+    }
+
+    /// The longest line accepted now, in bytes.
+    pub fn max_line_bytes(&self) -> usize {
+        self.max_line_bytes
+    }
+
+    /// Moves the limit (a connection that authenticated gets the full one) and reports
+    /// over-long lines at their newline again.
+    pub fn set_limit(&mut self, max_line_bytes: usize) {
+        self.max_line_bytes = max_line_bytes;
+        self.eager = false;
     }
 }
 
@@ -37,17 +64,20 @@ impl Decoder for LineCodec {
 
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Frame>, std::io::Error> {
         if self.discarding {
-            return Ok(match memchr::memchr(b'\n', buf) {
+            return match memchr::memchr(b'\n', buf) {
                 Some(pos) => {
                     buf.advance(pos + 1);
                     self.discarding = false;
-                    Some(Frame::TooLong)
+                    if std::mem::take(&mut self.reported) {
+                        return self.decode(buf);
+                    }
+                    Ok(Some(Frame::TooLong))
                 }
                 None => {
                     buf.clear();
-                    None
+                    Ok(None)
                 }
-            });
+            };
         }
         match memchr::memchr(b'\n', &buf[self.searched..]) {
             Some(offset) => {
@@ -68,7 +98,8 @@ impl Decoder for LineCodec {
                 buf.clear();
                 self.searched = 0;
                 self.discarding = true;
-                Ok(None)
+                self.reported = self.eager;
+                Ok(self.eager.then_some(Frame::TooLong))
             }
             None => {
                 self.searched = buf.len();
@@ -84,7 +115,9 @@ impl Decoder for LineCodec {
         self.searched = 0;
         if self.discarding {
             self.discarding = false;
-            return Ok(Some(Frame::TooLong));
+            if !std::mem::take(&mut self.reported) {
+                return Ok(Some(Frame::TooLong));
+            }
         }
         if buf.is_empty() {
             return Ok(None);
@@ -134,6 +167,20 @@ mod tests {
         assert_eq!(
             frames(&mut codec, b"12345\nxy\n"),
             vec![Frame::TooLong, Frame::Line("xy".into())]
+        );
+    }
+
+    #[test]
+    fn an_eager_codec_reports_an_over_long_line_before_its_end() {
+        let mut codec = LineCodec::eager(4);
+        let mut buf = BytesMut::from(&b"0123456789"[..]);
+        assert_eq!(codec.decode(&mut buf).unwrap(), Some(Frame::TooLong));
+        assert!(buf.is_empty(), "nothing of it is kept");
+        buf.extend_from_slice(b"abc\nok\n");
+        assert_eq!(
+            codec.decode(&mut buf).unwrap(),
+            Some(Frame::Line("ok".into())),
+            "reported once"
         );
     }
 }

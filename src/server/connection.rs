@@ -26,6 +26,10 @@ use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 
 use super::codec::{Frame, LineCodec};
+use super::limits::{BoundedLog, Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
+
+/// Connections closed for not authenticating in time, reported at a bounded rate.
+static AUTH_TIMEOUTS: BoundedLog = BoundedLog::new();
 
 /// Answers a connection may owe at once before it stops reading (back-pressure on a
 /// client that pipelines without reading).
@@ -68,6 +72,11 @@ pub struct Peer {
     pub name: String,
     /// Acts as admin without authenticating (a Unix socket, trusted by its file mode).
     pub admin: bool,
+    /// A network connection until it authenticates: short lines only, a deadline, and a
+    /// slot of its listener's unauthenticated connections.
+    pub unproven: Option<Unproven>,
+    /// The socket's place among the descriptors batond counts (none in-process).
+    pub held: Option<Held>,
 }
 
 /// Serves one client until it leaves, over any byte stream (a Unix socket, TCP, TLS).
@@ -95,9 +104,17 @@ pub async fn serve<R, W>(
         connection.auth.trust_as_admin();
     }
     connection.auth.set_peer(peer.name);
+    let _held = peer.held;
+    let mut unproven = peer.unproven;
+    let mut auth_deadline = unproven
+        .as_ref()
+        .map(|u| Box::pin(tokio::time::sleep_until(u.deadline)));
+    let codec = match unproven {
+        Some(_) => LineCodec::eager(UNAUTHENTICATED_LINE_BYTES.min(app.config.max_line_bytes)),
+        None => LineCodec::new(app.config.max_line_bytes),
+    };
     let mut told_closed = false;
-    let mut frames =
-        FramedRead::with_capacity(reader, LineCodec::new(app.config.max_line_bytes), 16 * 1024);
+    let mut frames = FramedRead::with_capacity(reader, codec, 16 * 1024);
     let mut out = BufWriter::with_capacity(16 * 1024, writer);
     let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
@@ -118,7 +135,7 @@ pub async fn serve<R, W>(
             // with the token on every turn of the loop.
             _ = hard_stop.cancelled(), if !reading => break,
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -127,7 +144,7 @@ pub async fn serve<R, W>(
             }
             Some(line) = notify_rx.recv() => {
                 connection.notify.written(line.len());
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
             }
@@ -135,6 +152,14 @@ pub async fn serve<R, W>(
                 let answer = match frame {
                     Some(Ok(Frame::Line(line))) => {
                         handle_line(&app, &connection, &line, &writes_in_flight)
+                    }
+                    Some(Ok(Frame::TooLong)) if unproven.is_some() => {
+                        // Before Authenticate: answer, then hang up.
+                        reading = false;
+                        let limit = frames.decoder().max_line_bytes();
+                        let err = Error::UnauthenticatedLineTooLarge { limit };
+                        app.metrics.record(None, std::time::Duration::ZERO, true);
+                        Some(Line::Ready(render(None, &Err(err))))
                     }
                     Some(Ok(Frame::TooLong)) => {
                         let err = Error::RequestTooLarge { limit: app.config.max_line_bytes };
@@ -159,6 +184,13 @@ pub async fn serve<R, W>(
                     // Too many failed Authenticate calls: answer them, then hang up.
                     reading = false;
                 }
+                if unproven.is_some() && connection.auth.is_authenticated() {
+                    // Authenticated: its listener's slot frees, the deadline and the short
+                    // lines end.
+                    unproven = None;
+                    auth_deadline = None;
+                    frames.decoder_mut().set_limit(app.config.max_line_bytes);
+                }
                 token_life = connection.auth.token_life().filter(|life| !life.is_cancelled());
                 let (line, written) = match answer {
                     Some(Line::Ready(line)) if pending.is_empty() => (line, None),
@@ -177,7 +209,7 @@ pub async fn serve<R, W>(
                     }
                     None => continue,
                 };
-                if !write_line(&mut out, &line, &hard_stop).await {
+                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
                     break;
                 }
                 if let Some(written) = written {
@@ -190,6 +222,21 @@ pub async fn serve<R, W>(
             _ = ended(&token_life), if token_life.is_some() => {
                 token_life = None;
                 token_ended(&app, &connection);
+            }
+            _ = deadline(&mut auth_deadline), if unproven.is_some() => {
+                // Not authenticated in time: say so, then hang up, owed answers or not
+                // (counted and logged below).
+                let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
+                let err = Error::Unauthenticated(format!(
+                    "no successful Authenticate within {timeout} ms of connecting; batond closes this connection. Authenticate right after connecting (clients do so with BATON_TOKEN), or raise BATON_AUTH_TIMEOUT_MS"
+                ));
+                let line = render(None, &Err(err));
+                let said = tokio::time::timeout(SAY_GOODBYE, async {
+                    out.write_all(&line).await?;
+                    out.flush().await
+                });
+                let _ = said.await;
+                break;
             }
             _ = tick(&mut hangup_check), if !told_closed && hangup_check.is_some() => {
                 if peer_hung_up(fd) {
@@ -204,9 +251,21 @@ pub async fn serve<R, W>(
             }
         }
     }
+    if unproven.is_some() && auth_deadline.as_ref().is_some_and(|d| d.is_elapsed()) {
+        // Not authenticated in time (perhaps while it would not read its answers).
+        app.metrics.auth_timed_out();
+        let timeout = unproven.as_ref().map_or(0, |u| u.timeout.as_millis());
+        AUTH_TIMEOUTS.report(|unlogged| {
+            tracing::warn!(
+                peer = connection.auth.peer(),
+                "closed a connection that did not authenticate within {timeout} ms ({unlogged} more since the last report; Metrics counts them as connections.auth_timeouts); if it is a client you know, have it authenticate right after connecting, or raise BATON_AUTH_TIMEOUT_MS"
+            )
+        });
+    }
     tokio::select! {
         _ = out.shutdown() => {}
         _ = hard_stop.cancelled() => {}
+        _ = tokio::time::sleep(SAY_GOODBYE), if unproven.is_some() => {}
     }
     connection.end_subscriptions();
     // What is left unread is no longer held for anyone.
@@ -220,11 +279,14 @@ pub async fn serve<R, W>(
     app.metrics.connection_closed();
 }
 
-/// Writes one line; false if the client is gone or the shutdown grace ran out mid-write.
+/// Writes one line; false if the client is gone, the shutdown grace ran out mid-write, or
+/// the connection's time to authenticate did (a client that does not read must not keep
+/// an unauthenticated connection open).
 async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
     out: &mut W,
     line: &[u8],
     hard_stop: &CancellationToken,
+    auth_deadline: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 ) -> bool {
     // The write first: one that completes at once (the usual case) never registers with
     // the token.
@@ -232,6 +294,19 @@ async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
         biased;
         written = out.write_all(line) => written.is_ok(),
         _ = hard_stop.cancelled() => false,
+        _ = deadline(auth_deadline) => false,
+    }
+}
+
+/// How long a connection being closed for not authenticating in time may take to take its
+/// last line.
+const SAY_GOODBYE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits for the deadline, if there is one.
+async fn deadline(sleep: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>) {
+    match sleep {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -19,13 +19,11 @@ use crate::app::App;
 use crate::config::{Listen, TlsFiles};
 
 use super::connection::{self, Peer};
+use super::limits::{BoundedLog, Descriptors, Unauthenticated, Unproven};
 use super::{AcceptErrors, StartError};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// At most one handshake-failure warning per this long.
-const HANDSHAKE_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A bound network listener, not yet serving.
 pub struct NetListener {
@@ -171,40 +169,35 @@ pub fn bind_all(listen: &[Listen], tls: Option<&TlsFiles>) -> Result<Vec<NetList
 
 /// Logs failed TLS handshakes at a bounded rate.
 #[derive(Default)]
-struct HandshakeLog {
-    last: std::sync::Mutex<(Option<tokio::time::Instant>, u64)>,
-}
+struct HandshakeLog(BoundedLog);
 
 impl HandshakeLog {
     fn failed(&self, peer: &str, listener: &str, err: &dyn std::fmt::Display) {
-        let now = tokio::time::Instant::now();
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if last
-            .0
-            .is_some_and(|at| now.duration_since(at) < HANDSHAKE_LOG_EVERY)
-        {
-            last.1 += 1;
-            return;
-        }
-        tracing::warn!(
-            peer,
-            "TLS handshake on {listener} failed: {err} ({} more since the last report); a client must connect with tls:// and trust batond's certificate (BATON_TLS_CA)",
-            last.1
-        );
-        *last = (Some(now), 0);
+        self.0.report(|unlogged| {
+            tracing::warn!(
+                peer,
+                "TLS handshake on {listener} failed: {err} ({unlogged} more since the last report); a client must connect with tls:// and trust batond's certificate (BATON_TLS_CA)",
+            )
+        });
     }
 }
 
-/// Accepts connections on `net` until shutdown; each is served on `connections`.
+/// Accepts connections on `net` until shutdown; each is served on `connections`. A
+/// connection is closed at once when batond is near its open-file limit (`descriptors`)
+/// or the listener holds `BATON_MAX_UNAUTHENTICATED` connections that have not
+/// authenticated; the others must authenticate within `BATON_AUTH_TIMEOUT_MS`.
 pub async fn serve(
     net: NetListener,
     app: Arc<App>,
+    descriptors: Arc<Descriptors>,
     connections: TaskTracker,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
 ) {
     let shown: Arc<str> = net.shown.into();
     let handshakes = Arc::new(HandshakeLog::default());
+    let unauthenticated = Unauthenticated::new(app.config.max_unauthenticated);
+    let auth_timeout = Duration::from_millis(app.config.auth_timeout_ms);
     let mut errors = AcceptErrors::new();
     loop {
         let paused = errors.paused_until;
@@ -213,9 +206,21 @@ pub async fn serve(
             accepted = net.listener.accept(), if paused.is_none() => match accepted {
                 Ok((tcp, peer)) => {
                     errors.succeeded();
+                    let connected = tokio::time::Instant::now();
+                    let peer = peer.to_string();
+                    // Closed at once (dropped) when refused.
+                    let Some(held) = descriptors.hold_network(&app.metrics, &shown) else { continue };
+                    let Some(slot) = unauthenticated.take(&app.metrics, &shown, &peer) else { continue };
+                    let unproven = Unproven { deadline: connected + auth_timeout, timeout: auth_timeout, _slot: slot };
                     // Answers are small lines: send each at once.
                     let _ = tcp.set_nodelay(true);
-                    let peer = Peer { fd: tcp.as_raw_fd(), name: peer.to_string(), admin: false };
+                    let peer = Peer {
+                        fd: tcp.as_raw_fd(),
+                        name: peer,
+                        admin: false,
+                        unproven: Some(unproven),
+                        held: Some(held),
+                    };
                     let (app, shutdown, hard_stop) = (app.clone(), shutdown.clone(), hard_stop.clone());
                     match net.tls.clone() {
                         None => {
@@ -224,8 +229,10 @@ pub async fn serve(
                         }
                         Some(acceptor) => {
                             let (shown, handshakes) = (shown.clone(), handshakes.clone());
+                            // The handshake counts against the time to authenticate.
+                            let limit = HANDSHAKE_TIMEOUT.min(auth_timeout);
                             connections.spawn(async move {
-                                let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                                let handshake = tokio::time::timeout(limit, acceptor.accept(tcp));
                                 let tls = tokio::select! {
                                     done = handshake => done,
                                     _ = shutdown.cancelled() => return,
@@ -236,7 +243,7 @@ pub async fn serve(
                                         connection::serve(reader, writer, peer, app, shutdown, hard_stop).await;
                                     }
                                     Ok(Err(err)) => handshakes.failed(&peer.name, &shown, &err),
-                                    Err(_) => handshakes.failed(&peer.name, &shown, &"no handshake within 10 s"),
+                                    Err(_) => handshakes.failed(&peer.name, &shown, &format!("no handshake within {} ms", limit.as_millis())),
                                 }
                             });
                         }

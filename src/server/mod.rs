@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod connection;
 mod http;
+mod limits;
 pub mod listen;
 
 use std::fs::{File, OpenOptions};
@@ -441,7 +442,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         if let Ok(addr) = listener.local_addr() {
             let url = http::url_of(addr, tls.is_some());
             tracing::info!(
-                "serving the dashboard at {url} (log in with `baton dashboard`) and {url}metrics (admin tokens)"
+                "serving the dashboard at {url} (log in with `baton dashboard`) and {url}metrics (tokens with the metrics grant)"
             );
             let _ = app.dashboard.set(url);
         }
@@ -477,9 +478,18 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             shutdown.clone(),
         ));
     }
+    // Everything batond opens for itself is open by now: what is left under the open-file
+    // limit, less a reserve, is for network and HTTP clients.
+    let descriptors = limits::Descriptors::measure();
     let connections = TaskTracker::new();
     let http_task = http_listener.map(|(listener, tls)| {
-        tokio::spawn(http::serve(listener, tls, app.clone(), shutdown.clone()))
+        tokio::spawn(http::serve(
+            listener,
+            tls,
+            app.clone(),
+            descriptors.clone(),
+            shutdown.clone(),
+        ))
     });
     let network_tasks: Vec<_> = network
         .into_iter()
@@ -487,6 +497,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             tokio::spawn(listen::serve(
                 net,
                 app.clone(),
+                descriptors.clone(),
                 connections.clone(),
                 shutdown.clone(),
                 hard_stop.clone(),
@@ -513,6 +524,8 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
                         fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
                         name: "unix".into(),
                         admin: !app.config.unix_auth_token,
+                        unproven: None,
+                        held: Some(descriptors.hold()),
                     };
                     let (reader, writer) = stream.into_split();
                     connections.spawn(connection::serve(

@@ -23,6 +23,8 @@ pub struct Daemon {
     postgres: Option<Arc<postgres::Database>>,
     /// Extra environment variables of the daemon's process.
     env: Vec<(String, String)>,
+    /// RLIMIT_NOFILE of the daemon's process (soft and hard), when a test lowers it.
+    nofile: Option<u64>,
 }
 
 /// The storage backend the suite runs on: `BATON_TEST_BACKEND=postgres` (each daemon gets
@@ -152,6 +154,7 @@ impl Daemon {
             test_clock_ms: None,
             postgres: None,
             env: Vec::new(),
+            nofile: None,
         };
         daemon
             .spawn()
@@ -181,6 +184,7 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            nofile: None,
         };
         daemon
             .spawn()
@@ -219,7 +223,22 @@ impl Daemon {
         rest[..end].parse().expect("an address")
     }
 
+    /// Starts batond with `args`, extra environment variables and, when given, its open-file
+    /// limit (soft and hard: batond raises its soft limit to the hard one) set to `nofile`.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)], nofile: Option<u64>) -> Daemon {
+        Daemon::launch_with(args, None, env, nofile)
+    }
+
     fn launch(args: &[&str], test_clock_ms: Option<i64>) -> Daemon {
+        Daemon::launch_with(args, test_clock_ms, &[], None)
+    }
+
+    fn launch_with(
+        args: &[&str],
+        test_clock_ms: Option<i64>,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut daemon = Daemon {
             dir,
@@ -228,7 +247,11 @@ impl Daemon {
             log: Log::default(),
             test_clock_ms,
             postgres: on_postgres().then(|| Arc::new(postgres::Database::create())),
-            env: Vec::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            nofile,
         };
         daemon
             .spawn()
@@ -279,6 +302,22 @@ impl Daemon {
             cmd.env("BATON_DATABASE_URL", db.url());
         }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(nofile) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: nofile as libc::rlim_t,
+                        rlim_max: nofile as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         cmd
     }
 
@@ -312,6 +351,12 @@ impl Daemon {
 
     pub fn log(&self) -> String {
         self.log.text()
+    }
+
+    /// Waits until the log contains `needle` (it comes from another process, through a
+    /// pipe); false if it does not within `limit`.
+    pub fn wait_for_log(&self, needle: &str, limit: Duration) -> bool {
+        self.log.wait_for(0, needle, Some(limit))
     }
 
     pub fn pid(&self) -> i32 {

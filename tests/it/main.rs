@@ -8,6 +8,7 @@ mod bound;
 mod common;
 
 mod credentials;
+mod dashboard_login;
 mod durability;
 mod guard;
 mod https;
@@ -17,6 +18,7 @@ mod lifecycle;
 mod lock_expiry;
 mod locks;
 mod net;
+mod net_limits;
 mod postgres;
 mod remote;
 mod remote_clients;

@@ -210,6 +210,34 @@ fn three_bad_tokens_close_the_connection() {
 }
 
 #[test]
+fn a_success_in_between_does_not_reset_the_failure_count() {
+    let daemon = tcp_daemon();
+    let good = token(&daemon, &["kv:read:*"]);
+    let mut client = NetClient::tcp(daemon.listening("tcp"));
+    client.error("Authenticate", json!({"token": "baton_guess1"}));
+    client.error("Authenticate", json!({"token": "baton_guess2"}));
+    // A holder of one valid token authenticates in between, and guesses on.
+    client.authenticate(&good);
+    let err = client.error("Authenticate", json!({"token": "baton_guess3"}));
+    assert_error(&err, 401, "unauthenticated");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("closes this connection"),
+        "{err}"
+    );
+    let _ = client.send_line(
+        &json!({"id": 9, "method": "Authenticate", "params": {"token": "baton_guess4"}})
+            .to_string(),
+    );
+    assert!(
+        client.try_read_line().is_none(),
+        "closed after the third failure, the success in between notwithstanding"
+    );
+}
+
+#[test]
 fn a_revoked_token_is_cut_off_at_its_next_request() {
     let daemon = tcp_daemon();
     let created = create_token(&daemon, "worker", &["kv:read:*"], None);

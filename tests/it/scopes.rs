@@ -278,7 +278,11 @@ fn cases() -> Vec<(&'static [&'static str], &'static str, Value, Expect)> {
         ),
         (&["admin"], "ListTokens", json!({}), Allowed),
         (&["admin"], "Export", json!({}), Allowed),
-        (READ_APP, "Metrics", json!({}), Needs("admin")),
+        (READ_APP, "Metrics", json!({}), Needs("metrics")),
+        // metrics: Metrics and nothing else.
+        (&["metrics"], "Metrics", json!({}), Allowed),
+        (&["metrics"], "ListTokens", json!({}), Needs("admin")),
+        (&["metrics"], "Get", get("a"), Needs("kv:read:a")),
         (
             READ_APP,
             "CompactJournal",

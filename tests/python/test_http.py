@@ -4,8 +4,10 @@ client library's own parser, behind an admin token."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Iterator, Tuple
 
@@ -36,13 +38,14 @@ def get(url: str, token: str | None = None) -> Tuple[int, str, str]:
         return e.code, "", e.read().decode()
 
 
-def test_metrics_needs_an_admin_token_and_parses_as_prometheus_text(http_daemon: Tuple[Daemon, str]) -> None:
+def test_metrics_needs_a_metrics_token_and_parses_as_prometheus_text(http_daemon: Tuple[Daemon, str]) -> None:
     daemon, base = http_daemon
     assert get(f"{base}/metrics")[0] == 401
     assert get(f"{base}/metrics", "baton_not-a-token")[0] == 401
     reader = daemon.call("CreateToken", {"name": "reader", "scopes": ["kv:read:*"]})["token"]
     assert get(f"{base}/metrics", reader)[0] == 403
-    admin = daemon.call("CreateToken", {"name": "prometheus", "scopes": ["admin"]})["token"]
+    # A scraper's token holds the metrics grant, never admin.
+    admin = daemon.call("CreateToken", {"name": "prometheus", "scopes": ["metrics"]})["token"]
     daemon.call("Set", {"namespace": "ns", "key": "k", "value": 1})
     daemon.call("AcquireResourceLock", {"resource_key": "tool:x", "owner": "o"})
     status, content_type, text = get(f"{base}/metrics", admin)
@@ -68,13 +71,25 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def login(base: str, token: str) -> Tuple[int, str, str]:
-    """Follows the login URL without following its redirect: status, Location, Set-Cookie."""
+    """Logs in as the login page does (its form's nonce, by POST, from its own origin),
+    without following the redirect: status, Location, Set-Cookie."""
+    with urllib.request.urlopen(f"{base}/login", timeout=30) as r:
+        page = r.read().decode()
+        nonce_cookie = r.headers.get("Set-Cookie", "").split(";")[0]
+    nonce = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert nonce, page
+    request = urllib.request.Request(
+        f"{base}/login",
+        data=urllib.parse.urlencode({"token": token, "csrf": nonce.group(1)}).encode(),
+        headers={"Cookie": nonce_cookie, "Origin": base},
+        method="POST",
+    )
     opener = urllib.request.build_opener(NoRedirect)
     try:
-        with opener.open(f"{base}/login?token={token}", timeout=30) as r:
-            return r.status, r.headers.get("Location", ""), r.headers.get("Set-Cookie", "")
+        with opener.open(request, timeout=30) as r:
+            return r.status, r.headers.get("Location", ""), r.headers.get_all("Set-Cookie", [""])[0]
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Location", ""), e.headers.get("Set-Cookie", "")
+        return e.code, e.headers.get("Location", ""), (e.headers.get_all("Set-Cookie") or [""])[0]
 
 
 def api(base: str, cookie: str, method: str, params: dict[str, object]) -> Tuple[int, dict[str, object]]:

@@ -76,7 +76,8 @@ test('the dashboard shows agents, locks, tasks, the journal and keys live', { ti
   let page;
   try {
     const login = await dashboardUrl(daemon);
-    assert.match(login, /^http:\/\/127\.0\.0\.1:\d+\/login\?token=baton_[0-9a-f]+$/);
+    // The token rides in the fragment, which the browser never sends; the page posts it.
+    assert.match(login, /^http:\/\/127\.0\.0\.1:\d+\/login#token=baton_[0-9a-f]+$/);
     const origin = new URL(login).origin;
 
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -85,6 +86,8 @@ test('the dashboard shows agents, locks, tasks, the journal and keys live', { ti
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(login);
+    // The login page's script posts the token, then batond sends the browser on to /.
+    await page.waitForURL(`${origin}/`);
     assert.equal(page.url(), `${origin}/`, 'the login leaves the token out of the address bar');
     await page.getByRole('status').getByText('live').waitFor();
     await page.evaluate(() => { window.batonNoReload = true; });

@@ -336,7 +336,7 @@ pub enum TokenCommand {
         name: String,
         /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
         /// tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read,
-        /// admin (PATTERN: exact, or a prefix ending in *); give the narrowest that does the job
+        /// metrics, admin (PATTERN: exact, or a prefix ending in *); give the narrowest that does the job
         #[arg(long = "scope", value_name = "GRANT", required = true)]
         scope: Vec<String>,
         /// Lifetime in seconds [default: no expiry]

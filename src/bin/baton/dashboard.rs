@@ -41,7 +41,9 @@ pub async fn dashboard(
             "batond answered CreateToken without a token",
         ));
     };
-    let url = format!("{}/login?token={token}", base.trim_end_matches('/'));
+    // In the fragment, which the browser keeps to itself: the login page's script takes it
+    // out of the address bar and posts it.
+    let url = format!("{}/login#token={token}", base.trim_end_matches('/'));
     println!("{url}");
     eprintln!(
         "a read-only token for the dashboard, valid {}; the URL logs in with it (keep it to yourself)",

@@ -581,6 +581,9 @@ mod tests {
                 open: 2,
                 total: 3,
                 accept_errors: 0,
+                refused_unauthenticated: 0,
+                refused_descriptors: 0,
+                auth_timeouts: 0,
             },
             records: RecordFigures {
                 live: 4,

@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -29,6 +30,12 @@ use crate::methods::auth::token_scopes;
 const INDEX: &str = include_str!("assets/index.html");
 const LOGIN: &str = include_str!("assets/login.html");
 const LOGIN_CSS: &str = include_str!("assets/login.css");
+const LOGIN_JS: &str = include_str!("assets/login.js");
+
+/// The login form's nonce: set as this cookie with the form, and sent back in the form's
+/// `csrf` field. Only batond's own login page knows it, so another site cannot log a
+/// visitor in with a token of its choosing (login CSRF).
+const LOGIN_COOKIE: &str = "baton_login";
 /// The page's code and style: name, content type, body.
 const ASSETS: &[(&str, &str, &str)] = &[
     (
@@ -73,12 +80,16 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 
 const HOW_TO_LOG_IN: &str = "log in with a token: open the URL that `baton dashboard` prints, or send Authorization: Bearer <token>";
 
+const NOT_VALID: &str =
+    "That token is not valid (unknown, expired or revoked). Get a new one with `baton dashboard`.";
+
 pub(super) fn routes() -> Router<Arc<Http>> {
     Router::new()
         .route("/", get(index))
-        .route("/login", get(login))
+        .route("/login", get(login_form).post(login))
         .route("/logout", get(logout))
         .route("/assets/login.css", get(login_css))
+        .route("/assets/login.js", get(login_js))
         .route("/assets/{name}", get(asset))
         .route("/api/call", post(call))
         .route("/events", get(events))
@@ -100,8 +111,77 @@ fn page(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-fn login_page(status: StatusCode, message: &str) -> Response {
-    page(status, LOGIN.replace("{{message}}", &escape_html(message)))
+/// The login form, with a fresh nonce in its `csrf` field and in the [`LOGIN_COOKIE`].
+fn login_page(http: &Http, status: StatusCode, message: &str) -> Response {
+    login_page_with(http, status, message, false)
+}
+
+/// [`login_page`]; with `auto`, its script logs in with the token in the address's
+/// fragment (`baton dashboard`'s URL).
+fn login_page_with(http: &Http, status: StatusCode, message: &str, auto: bool) -> Response {
+    let nonce = match new_nonce() {
+        Ok(nonce) => nonce,
+        Err(err) => return refuse(StatusCode::SERVICE_UNAVAILABLE, &err),
+    };
+    let body = LOGIN
+        .replace("{{message}}", &escape_html(message))
+        .replace("{{csrf}}", &nonce)
+        .replace("{{auto}}", if auto { "on" } else { "off" });
+    let mut response = page(status, body);
+    // With no-referrer, a browser sends the form's POST with `Origin: null`: the login
+    // checks the origin, and this page's address holds nothing secret (the fragment is
+    // never part of a referrer).
+    response.headers_mut().insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("same-origin"),
+    );
+    let cookie = format!(
+        "{LOGIN_COOKIE}={nonce}; Path=/login; HttpOnly; SameSite=Strict{}",
+        if http.tls { "; Secure" } else { "" }
+    );
+    if let Ok(cookie) = header::HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// 16 random bytes in hex.
+fn new_nonce() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        format!("the system's random source failed ({e}); reload the page in a moment")
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Why a login is not from this dashboard's own page, if it is not: the browser says the
+/// request is cross-site (`Sec-Fetch-Site`), or comes from another origin (`Origin`).
+fn cross_site(http: &Http, headers: &HeaderMap) -> Option<String> {
+    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+    if let Some(site) = site.filter(|s| !matches!(*s, "same-origin" | "none")) {
+        return Some(format!(
+            "the browser says this login came from another site ({site})"
+        ));
+    }
+    let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let ours = format!("{}://{host}", if http.tls { "https" } else { "http" });
+    (origin != ours).then(|| format!("this login came from {origin}, not from {ours}"))
+}
+
+/// The value of a cookie the request carries.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value)
 }
 
 fn escape_html(text: &str) -> String {
@@ -114,7 +194,12 @@ fn escape_html(text: &str) -> String {
 
 /// One parameter of the query string, percent-decoded.
 fn query(uri: &Uri, name: &str) -> Option<String> {
-    uri.query()?
+    field(uri.query()?, name)
+}
+
+/// One field of `a=1&b=2` (a query string, or a form's urlencoded body), percent-decoded.
+fn field(pairs: &str, name: &str) -> Option<String> {
+    pairs
         .split('&')
         .filter_map(|pair| pair.split_once('='))
         .find(|(key, _)| *key == name)
@@ -128,33 +213,90 @@ fn query(uri: &Uri, name: &str) -> Option<String> {
 async fn index(State(http): State<Arc<Http>>, headers: HeaderMap) -> Response {
     if presented(&headers).is_none() {
         return login_page(
+            &http,
             StatusCode::UNAUTHORIZED,
             "Log in with a token to see what your agents are doing.",
         );
     }
     match authorized(&http, &headers, HOW_TO_LOG_IN) {
         Ok(_) => page(StatusCode::OK, INDEX.to_string()),
-        Err(refused) if refused.status == StatusCode::UNAUTHORIZED => login_page(
-            StatusCode::UNAUTHORIZED,
-            "That token is not valid (unknown, expired or revoked). Get a new one with `baton dashboard`.",
-        ),
+        Err(refused) if refused.status == StatusCode::UNAUTHORIZED => {
+            login_page(&http, StatusCode::UNAUTHORIZED, NOT_VALID)
+        }
         Err(refused) => refused.into_response(),
     }
 }
 
-/// `/login?token=...` (the URL `baton dashboard` prints, or the login form): sets the
-/// session cookie and goes to the dashboard, leaving the token out of the address bar.
-async fn login(State(http): State<Arc<Http>>, uri: Uri) -> Response {
-    let Some(token) = query(&uri, "token").filter(|t| !t.trim().is_empty()) else {
-        return login_page(StatusCode::UNAUTHORIZED, "Paste a token to log in.");
+/// `GET /login`: the login form. `baton dashboard` opens `/login#token=...`: the fragment
+/// never leaves the browser, and the page's script takes it out of the address bar and
+/// posts it. A token in the query string is refused: it would stay in the history.
+async fn login_form(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> Response {
+    if query(&uri, "token").is_some() {
+        return login_page(
+            &http,
+            StatusCode::BAD_REQUEST,
+            "A token does not go in the address (it would stay in the browser's history). Paste it below, or open the URL `baton dashboard` prints.",
+        );
+    }
+    // Opened from the terminal, typed, or from this dashboard: the fragment's token logs
+    // in. Sent here by another site: it does not, or that site could log the visitor in
+    // with a token of its own.
+    if cross_site(&http, &headers).is_some() {
+        return login_page_with(
+            &http,
+            StatusCode::OK,
+            "Another site sent you here: log in only with a token you got yourself (`baton dashboard`).",
+            false,
+        );
+    }
+    login_page_with(
+        &http,
+        StatusCode::OK,
+        "Log in with a token to see what your agents are doing.",
+        true,
+    )
+}
+
+/// `POST /login` (the login form, urlencoded `token` and `csrf`): only from this
+/// dashboard's own page (same origin, and the form's nonce matching its cookie); sets the
+/// session cookie and goes to the dashboard.
+async fn login(
+    State(http): State<Arc<Http>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejected) if rejected.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return super::body_too_large()
+        }
+        Err(rejected) => return refuse(rejected.status(), &rejected.body_text()),
+    };
+    let form = String::from_utf8_lossy(&body);
+    if let Some(why) = cross_site(&http, &headers) {
+        return login_page(
+            &http,
+            StatusCode::FORBIDDEN,
+            &format!(
+                "Refused: {why}. Log in on this page, or open the URL `baton dashboard` prints."
+            ),
+        );
+    }
+    let nonce = field(&form, "csrf").unwrap_or_default();
+    if nonce.is_empty() || cookie(&headers, LOGIN_COOKIE) != Some(nonce.as_str()) {
+        return login_page(
+            &http,
+            StatusCode::FORBIDDEN,
+            "Refused: this login did not come from this dashboard's own login page (or that page was stale). Log in on this page, or open the URL `baton dashboard` prints.",
+        );
+    }
+    let Some(token) = field(&form, "token").filter(|t| !t.trim().is_empty()) else {
+        return login_page(&http, StatusCode::UNAUTHORIZED, "Paste a token to log in.");
     };
     let visitor = match verify(&http, token.trim().to_string()) {
         Ok(visitor) => visitor,
         Err(refused) if refused.status == StatusCode::UNAUTHORIZED => {
-            return login_page(
-                StatusCode::UNAUTHORIZED,
-                "That token is not valid (unknown, expired or revoked). Get a new one with `baton dashboard`.",
-            )
+            return login_page(&http, StatusCode::UNAUTHORIZED, NOT_VALID)
         }
         Err(refused) => return refused.into_response(),
     };
@@ -164,7 +306,7 @@ async fn login(State(http): State<Arc<Http>>, uri: Uri) -> Response {
         visitor.token,
         if http.tls { "; Secure" } else { "" }
     );
-    (
+    let mut response = (
         StatusCode::SEE_OTHER,
         [
             (header::LOCATION, "/".to_string()),
@@ -173,7 +315,13 @@ async fn login(State(http): State<Arc<Http>>, uri: Uri) -> Response {
             (header::REFERRER_POLICY, "no-referrer".to_string()),
         ],
     )
-        .into_response()
+        .into_response();
+    // The nonce has served.
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        header::HeaderValue::from_static("baton_login=; Path=/login; Max-Age=0"),
+    );
+    response
 }
 
 async fn logout() -> Response {
@@ -197,6 +345,18 @@ async fn login_css() -> Response {
             (header::CACHE_CONTROL, "no-cache"),
         ],
         LOGIN_CSS,
+    )
+        .into_response()
+}
+
+async fn login_js() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        LOGIN_JS,
     )
         .into_response()
 }
@@ -244,7 +404,18 @@ fn json_error(status: StatusCode, message: &str) -> Response {
 
 /// `POST /api/call {method, params}`: one read method, answered as batond answers it
 /// (`{result}` or `{error}`).
-async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn call(
+    State(http): State<Arc<Http>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejected) if rejected.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return super::body_too_large()
+        }
+        Err(rejected) => return json_error(rejected.status(), &rejected.body_text()),
+    };
     // The connection's Authenticate is the token check (401 when it fails).
     let mut conn = match connect(&http, &headers).await {
         Ok(conn) => conn,
@@ -288,6 +459,10 @@ async fn call(State(http): State<Arc<Http>>, headers: HeaderMap, body: Bytes) ->
     }
     let params = request.params.unwrap_or_else(|| json!({}));
     match conn.call(&request.method, params).await {
+        // A line over BATON_MAX_LINE_BYTES: batond could not read its id.
+        Ok(answer) if answer["error"]["code"] == json!(-32001) => {
+            json_answer(StatusCode::PAYLOAD_TOO_LARGE, &answer)
+        }
         Ok(answer) => json_answer(StatusCode::OK, &answer),
         Err(err) => json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
@@ -301,20 +476,36 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
     let Some(token) = presented(&headers) else {
         return refuse(StatusCode::UNAUTHORIZED, HOW_TO_LOG_IN);
     };
-    let resumed = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let since = resumed
-        .or_else(|| query(&uri, "since_seq").and_then(|v| v.parse().ok()))
-        .unwrap_or_else(|| {
-            let tail = query(&uri, "tail")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-                .min(MAX_TAIL);
-            let head = *http.app.writer.head().borrow();
-            head.saturating_sub(tail)
-        });
+    // An event's seq is below 2^63: anything else is the client's mistake (400), never
+    // batond's (503).
+    let seq = |what: &str, raw: &str| -> Result<u64, String> {
+        match raw.trim().parse::<u64>() {
+            Ok(seq) if seq <= i64::MAX as u64 => Ok(seq),
+            _ => Err(format!("{what} must be an event's seq, a whole number from 0 to 2^63 - 1; reload the page to start from the newest events")),
+        }
+    };
+    let resumed = match headers.get("last-event-id") {
+        Some(raw) => match seq("Last-Event-ID", raw.to_str().unwrap_or("")) {
+            Ok(seq) => Some(seq),
+            Err(why) => return json_error(StatusCode::BAD_REQUEST, &why),
+        },
+        None => None,
+    };
+    let asked = match query(&uri, "since_seq") {
+        Some(raw) if resumed.is_none() => match seq("since_seq", &raw) {
+            Ok(seq) => Some(seq),
+            Err(why) => return json_error(StatusCode::BAD_REQUEST, &why),
+        },
+        _ => None,
+    };
+    let since = resumed.or(asked).unwrap_or_else(|| {
+        let tail = query(&uri, "tail")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            .min(MAX_TAIL);
+        let head = *http.app.writer.head().borrow();
+        head.saturating_sub(tail)
+    });
     // The connection's Authenticate is the token check (401 when it fails).
     let mut conn = match Inproc::open(&http, &token).await {
         Ok(conn) => conn,
@@ -328,8 +519,12 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
     match answer {
         Ok(answer) if answer.get("result").is_some() => {}
         Ok(answer) => {
-            let code = answer["error"]["code"].as_u64().unwrap_or(503) as u16;
-            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            // batond's own codes are HTTP's; JSON-RPC's (negative) are the request's fault.
+            let code = answer["error"]["code"].as_i64().unwrap_or(503);
+            let status = match u16::try_from(code) {
+                Ok(code) => StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                Err(_) => StatusCode::BAD_REQUEST,
+            };
             return json_answer(status, &answer);
         }
         Err(err) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
@@ -418,6 +613,9 @@ impl Inproc {
             fd: -1,
             name: "dashboard".into(),
             admin: false,
+            // In-process: no descriptor, and authenticated by the next line.
+            unproven: None,
+            held: None,
         };
         tokio::spawn(connection::serve(
             reader,
@@ -456,6 +654,11 @@ impl Inproc {
         loop {
             match self.next().await? {
                 Some(answer) if answer["id"] == json!(id) => return Ok(answer),
+                // batond could not read the line (too long, say), so not its id either:
+                // with one call at a time, the answer is this call's.
+                Some(answer) if answer["id"].is_null() && answer.get("error").is_some() => {
+                    return Ok(answer)
+                }
                 Some(_) => continue,
                 None => {
                     return Err(std::io::Error::new(

@@ -1,6 +1,6 @@
 //! `/metrics`: the figures of Metrics in the Prometheus text exposition format, as
-//! counters, gauges and a latency histogram per method, for a token with the `admin` grant
-//! (as the Metrics method needs).
+//! counters, gauges and a latency histogram per method, for a token with the `metrics`
+//! grant (or `admin`), as the Metrics method needs.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -25,15 +25,15 @@ pub(super) async fn metrics(State(http): State<Arc<Http>>, headers: HeaderMap) -
     let visitor = match authorized(
         &http,
         &headers,
-        "send Authorization: Bearer <token>, with a token that has the admin grant (baton token create prometheus --scope admin)",
+        "send Authorization: Bearer <token>, with a token that has the metrics grant (baton token create prometheus --scope metrics)",
     ) {
         Ok(visitor) => visitor,
         Err(refused) => return refused.into_response(),
     };
-    if !visitor.scopes.allows(&Need::Admin) {
+    if !visitor.scopes.allows(&Need::Metrics) {
         return refuse(
             StatusCode::FORBIDDEN,
-            "/metrics needs a token with the admin grant",
+            "/metrics needs a token with the metrics grant; give the scraper one (baton token create prometheus --scope metrics)",
         );
     }
     let app = &http.app;
@@ -69,7 +69,7 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
         }
     };
     // One sample each, unlabelled.
-    let single: [(&str, &str, &str, u64); 20] = [
+    let single: [(&str, &str, &str, u64); 23] = [
         (
             "uptime_seconds",
             "gauge",
@@ -99,6 +99,24 @@ fn exposition(app: &App, m: &MetricsResult) -> String {
             "counter",
             "Connections that could not be accepted.",
             m.connections.accept_errors,
+        ),
+        (
+            "connections_refused_unauthenticated_total",
+            "counter",
+            "Network connections closed at once: their listener held BATON_MAX_UNAUTHENTICATED unauthenticated ones.",
+            m.connections.refused_unauthenticated,
+        ),
+        (
+            "connections_refused_descriptors_total",
+            "counter",
+            "Network and HTTP connections closed at once near the open-file limit.",
+            m.connections.refused_descriptors,
+        ),
+        (
+            "auth_timeouts_total",
+            "counter",
+            "Network connections closed for not authenticating within BATON_AUTH_TIMEOUT_MS.",
+            m.connections.auth_timeouts,
         ),
         (
             "auth_failures_total",

@@ -7,18 +7,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::app::App;
 use crate::methods::auth::token_scopes;
 use crate::methods::scopes::Scopes;
+
+use super::limits::Descriptors;
+use super::AcceptErrors;
 
 mod dashboard;
 mod metrics;
@@ -56,40 +59,163 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
+/// Request line and headers together: at most this many bytes (431 beyond).
+const MAX_HEADER_BYTES: usize = 16 * 1024;
+
+/// The largest request body: 413 beyond, at once when its Content-Length says so.
+pub(super) const MAX_BODY_BYTES: usize = 1 << 20;
+
 /// Serves the dashboard and `/metrics` on `listener`, over TLS with `tls`, until
-/// `shutdown`.
+/// `shutdown`. Each connection is served by hyper with the contract's limits: a request's
+/// headers within `BATON_HTTP_HEADER_TIMEOUT_MS` (10 s) and 16 KiB, its body within 1 MiB;
+/// near the open-file limit new connections are closed at once (`descriptors`).
 pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     app: Arc<App>,
+    descriptors: Arc<Descriptors>,
     shutdown: CancellationToken,
 ) {
+    let shown = listener
+        .local_addr()
+        .map_or_else(|_| "the HTTP listener".into(), |a| url_of(a, tls.is_some()));
+    let header_timeout = Duration::from_millis(app.config.http_header_timeout_ms);
+    let grace = Duration::from_millis(app.config.shutdown_grace_ms);
     let http = Arc::new(Http {
-        app,
+        app: app.clone(),
         shutdown: shutdown.clone(),
         tls: tls.is_some(),
     });
-    let router = dashboard::routes()
+    let mut router = dashboard::routes()
         .route("/metrics", get(metrics::metrics))
-        .with_state(http);
-    let stopped = shutdown.clone();
-    let stopped = async move { stopped.cancelled().await };
-    let served = match tls {
-        None => {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-        Some(acceptor) => {
-            let listener = TlsListener::start(listener, acceptor, shutdown);
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stopped)
-                .await
-        }
-    };
-    if let Err(err) = served {
-        tracing::error!(%err, "the HTTP listener stopped");
+        .layer(axum::middleware::from_fn(limit_body))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    if tls.is_some() {
+        router = router.layer(axum::middleware::map_response(hsts));
     }
+    let router = router.with_state(http);
+    let connections = TaskTracker::new();
+    let mut errors = AcceptErrors::new();
+    loop {
+        let paused = errors.paused_until;
+        let tcp = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept(), if paused.is_none() => match accepted {
+                Ok((tcp, _)) => {
+                    errors.succeeded();
+                    tcp
+                }
+                Err(err) => {
+                    app.metrics.accept_failed();
+                    errors.failed(&err);
+                    continue;
+                }
+            },
+            _ = tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)), if paused.is_some() => {
+                errors.paused_until = None;
+                continue;
+            }
+        };
+        // Closed at once (dropped) when refused.
+        let Some(held) = descriptors.hold_network(&app.metrics, &shown) else {
+            continue;
+        };
+        let (router, tls, shutdown) = (router.clone(), tls.clone(), shutdown.clone());
+        connections.spawn(async move {
+            let _held = held;
+            match tls {
+                None => serve_connection(tcp, router, header_timeout, shutdown).await,
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                    let tls = tokio::select! {
+                        done = handshake => done,
+                        _ = shutdown.cancelled() => return,
+                    };
+                    if let Ok(Ok(tls)) = tls {
+                        serve_connection(tls, router, header_timeout, shutdown).await;
+                    }
+                }
+            }
+        });
+    }
+    // Event streams end with the shutdown; other answers get the shutdown's grace.
+    connections.close();
+    if tokio::time::timeout(grace, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "{} HTTP connections were still open after the shutdown grace of {grace:?}; closing them",
+            connections.len()
+        );
+    }
+}
+
+/// Serves one HTTP/1.1 connection until it closes, or gracefully until `shutdown`. A
+/// request whose headers do not arrive within `header_timeout` closes the connection;
+/// headers over [`MAX_HEADER_BYTES`] are 431.
+async fn serve_connection<I>(
+    io: I,
+    router: axum::Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(MAX_HEADER_BYTES);
+    let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        _ = shutdown.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+/// 413 at once for a request whose Content-Length is over [`MAX_BODY_BYTES`], whatever
+/// its route (a body sent in chunks is cut at the limit by `DefaultBodyLimit`).
+async fn limit_body(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return body_too_large();
+    }
+    next.run(request).await
+}
+
+/// Over HTTPS: browsers are to come back over HTTPS only, for a year.
+async fn hsts(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        header::HeaderValue::from_static("max-age=31536000"),
+    );
+    response
+}
+
+/// The answer to a body over [`MAX_BODY_BYTES`].
+pub(super) fn body_too_large() -> Response {
+    let mut response = refuse(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!(
+            "the request body is over the limit of {MAX_BODY_BYTES} bytes (1 MiB); send a smaller request (page a long read with `limit` and `after`)"
+        ),
+    );
+    // The rest of the body is not read: the connection cannot carry another request.
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// Whoever presented a valid token.
@@ -142,61 +268,6 @@ fn verify(http: &Http, token: String) -> Result<Visitor, Refused> {
             StatusCode::SERVICE_UNAVAILABLE,
             &err.to_string(),
         )),
-    }
-}
-
-/// Connections that finished their TLS handshake. Handshakes run in tasks of their own,
-/// so a slow or silent client holds up nobody else.
-struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    addr: SocketAddr,
-}
-
-impl TlsListener {
-    fn start(listener: TcpListener, acceptor: TlsAcceptor, shutdown: CancellationToken) -> Self {
-        let addr = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let (tx, ready) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    accepted = listener.accept() => accepted,
-                };
-                let Ok((tcp, peer)) = accepted else {
-                    // Out of descriptors, mostly: give it a moment.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let (acceptor, tx) = (acceptor.clone(), tx.clone());
-                tokio::spawn(async move {
-                    if let Ok(Ok(tls)) =
-                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                    {
-                        let _ = tx.send((tls, peer)).await;
-                    }
-                });
-            }
-        });
-        TlsListener { ready, addr }
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(ready) => ready,
-            // The accept task ended (shutdown): wait for the graceful shutdown to end us.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.addr)
     }
 }
 
