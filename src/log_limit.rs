@@ -20,6 +20,14 @@ impl Limited {
         }
     }
 
+    /// Calls `log` with the number of reports held back since the last one, unless one
+    /// was logged less than the interval ago.
+    pub fn report(&self, log: impl FnOnce(u64)) {
+        if let Some(held_back) = self.admit() {
+            log(held_back);
+        }
+    }
+
     /// Some(number held back since the last report) when this one is to be logged.
     pub fn admit(&self) -> Option<u64> {
         let now = Instant::now();
@@ -39,6 +47,13 @@ impl Limited {
 
 /// How often a repeated failure is logged.
 pub const EVERY: Duration = Duration::from_secs(10);
+
+impl Default for Limited {
+    /// Once per [`EVERY`].
+    fn default() -> Limited {
+        Limited::new(EVERY)
+    }
+}
 
 #[cfg(test)]
 mod tests {

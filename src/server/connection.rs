@@ -21,15 +21,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
 use crate::error::{Error, Result};
+use crate::log_limit::Limited;
 use crate::methods::writer::Reply;
 use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 
 use super::codec::{Frame, LineCodec};
-use super::limits::{BoundedLog, Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
+use super::limits::{Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
 
 /// Connections closed for not authenticating in time, reported at a bounded rate.
-static AUTH_TIMEOUTS: BoundedLog = BoundedLog::new();
+static AUTH_TIMEOUTS: Limited = Limited::new(crate::log_limit::EVERY);
 
 /// Answers a connection may owe at once before it stops reading (back-pressure on a
 /// client that pipelines without reading).

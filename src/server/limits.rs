@@ -1,47 +1,18 @@
 //! What the network side may take of the process before anyone authenticated: a cap on
 //! each listener's unauthenticated connections ([`Unauthenticated`]), the descriptors kept
 //! back for the Unix socket and the database ([`Descriptors`]), and a log that reports a
-//! flood at a bounded rate ([`BoundedLog`]).
+//! flood at a bounded rate (`log_limit::Limited`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::log_limit::Limited;
+
 /// Before Authenticate succeeds, a network connection's lines are at most this long.
 pub const UNAUTHENTICATED_LINE_BYTES: usize = 64 * 1024;
-
-/// At most one report of a kind per this long.
-const LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// A warning that is logged at most once per [`LOG_EVERY`], with a count of those not
-/// logged in between: a flood must not flood the log.
-#[derive(Default)]
-pub struct BoundedLog {
-    last: Mutex<(Option<Instant>, u64)>,
-}
-
-impl BoundedLog {
-    pub const fn new() -> BoundedLog {
-        BoundedLog {
-            last: Mutex::new((None, 0)),
-        }
-    }
-
-    /// Calls `log` with the number of reports left out since the last one, unless one was
-    /// logged less than [`LOG_EVERY`] ago.
-    pub fn report(&self, log: impl FnOnce(u64)) {
-        let now = Instant::now();
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if last.0.is_some_and(|at| now.duration_since(at) < LOG_EVERY) {
-            last.1 += 1;
-            return;
-        }
-        log(last.1);
-        *last = (Some(now), 0);
-    }
-}
 
 /// The descriptors of the process: the network and HTTP listeners stop taking connections
 /// (they accept and close them at once) while fewer than `reserve` would be left under
@@ -57,7 +28,7 @@ pub struct Descriptors {
     reserve: u64,
     /// Client sockets open now.
     held: AtomicU64,
-    log: BoundedLog,
+    log: Limited,
 }
 
 /// One client socket counted by [`Descriptors`]; uncounted when dropped.
@@ -93,7 +64,7 @@ impl Descriptors {
             // socket's clients), at most 1024.
             reserve: (limit / 10).clamp(64, 1024),
             held: AtomicU64::new(0),
-            log: BoundedLog::default(),
+            log: Limited::default(),
         })
     }
 
@@ -132,7 +103,7 @@ impl Descriptors {
 pub struct Unauthenticated {
     count: AtomicUsize,
     max: usize,
-    log: BoundedLog,
+    log: Limited,
 }
 
 /// One unauthenticated connection counted by [`Unauthenticated`]; uncounted when dropped
@@ -150,7 +121,7 @@ impl Unauthenticated {
         Arc::new(Unauthenticated {
             count: AtomicUsize::new(0),
             max,
-            log: BoundedLog::default(),
+            log: Limited::default(),
         })
     }
 

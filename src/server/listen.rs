@@ -17,9 +17,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::app::App;
 use crate::config::{Listen, TlsFiles};
+use crate::log_limit::Limited;
 
 use super::connection::{self, Peer};
-use super::limits::{BoundedLog, Descriptors, Unauthenticated, Unproven};
+use super::limits::{Descriptors, Unauthenticated, Unproven};
 use super::{AcceptErrors, StartError};
 
 /// How long a client may take to finish the TLS handshake.
@@ -169,7 +170,7 @@ pub fn bind_all(listen: &[Listen], tls: Option<&TlsFiles>) -> Result<Vec<NetList
 
 /// Logs failed TLS handshakes at a bounded rate.
 #[derive(Default)]
-struct HandshakeLog(BoundedLog);
+struct HandshakeLog(Limited);
 
 impl HandshakeLog {
     fn failed(&self, peer: &str, listener: &str, err: &dyn std::fmt::Display) {
