@@ -47,6 +47,9 @@ pub struct Flags {
     /// How long SIGTERM waits for clients to take their answers before closing them, in milliseconds (BATON_SHUTDOWN_GRACE_MS) [default: 5000]
     #[arg(long, value_name = "MS")]
     pub shutdown_grace_ms: Option<String>,
+    /// Answer bytes a client may leave unread before batond stops reading its requests until it reads (BATON_MAX_UNREAD_BYTES) [default: 8388608]
+    #[arg(long, value_name = "BYTES")]
+    pub max_unread_bytes: Option<String>,
     /// Most bytes of subscription events queued for all clients together; past it, the subscribers furthest behind are ended (BATON_MAX_SUBSCRIBER_BYTES) [default: 67108864]
     #[arg(long, value_name = "BYTES")]
     pub max_subscriber_bytes: Option<String>,
@@ -172,6 +175,8 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// Most bytes of subscription events queued and unread, all connections together.
     pub max_subscriber_bytes: usize,
+    /// Answer bytes a connection may have unread before batond stops reading it.
+    pub max_unread_bytes: usize,
     /// Network listeners (`BATON_LISTEN`), besides the Unix socket.
     pub listen: Vec<Listen>,
     /// The HTTP listener (`BATON_HTTP_LISTEN`): /metrics.
@@ -418,6 +423,7 @@ impl Config {
             ("BATON_WORKSPACE", &flags.workspace),
             ("BATON_SHUTDOWN_GRACE_MS", &flags.shutdown_grace_ms),
             ("BATON_MAX_SUBSCRIBER_BYTES", &flags.max_subscriber_bytes),
+            ("BATON_MAX_UNREAD_BYTES", &flags.max_unread_bytes),
             ("BATON_TLS_CERT", &flags.tls_cert),
             ("BATON_TLS_KEY", &flags.tls_key),
             ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
@@ -649,6 +655,7 @@ impl Config {
             workspace,
             shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
             max_subscriber_bytes: layers.number("BATON_MAX_SUBSCRIBER_BYTES", 64 << 20, 1 << 20)?,
+            max_unread_bytes: layers.number("BATON_MAX_UNREAD_BYTES", 8 << 20, 1024)?,
             auth_timeout_ms: layers.number("BATON_AUTH_TIMEOUT_MS", 10_000, 1)?,
             max_unauthenticated: layers.number("BATON_MAX_UNAUTHENTICATED", 256, 1)?,
             http_header_timeout_ms: layers.number("BATON_HTTP_HEADER_TIMEOUT_MS", 10_000, 1)?,

@@ -5,16 +5,23 @@
 //! share commits. A read runs the moment it is parsed, unless this connection still has
 //! writes in flight; then it is queued behind them on the writer, so a connection always
 //! reads its own writes and never sees a write it sent later.
+//!
+//! Writing never stops reading: answers go into the connection's outbox, which is written
+//! whenever the socket takes bytes, while requests go on being read and answered. Only when
+//! the client has more than `BATON_MAX_UNREAD_BYTES` of answers unread does the connection
+//! stop reading it (back-pressure), so a client that sends everything before it reads
+//! anything never deadlocks with the daemon.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::{Buf, BytesMut};
 use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
@@ -32,9 +39,52 @@ use super::limits::{Held, Unproven, UNAUTHENTICATED_LINE_BYTES};
 /// Connections closed for not authenticating in time, reported at a bounded rate.
 static AUTH_TIMEOUTS: Limited = Limited::new(crate::log_limit::EVERY);
 
-/// Answers a connection may owe at once before it stops reading (back-pressure on a
-/// client that pipelines without reading).
+/// Subscription events move into the outbox only while it holds less than this.
+const NOTES_INTO_OUTBOX: usize = 64 * 1024;
+
+/// Answers a connection may owe at once (being worked on) before it stops reading.
 const MAX_IN_FLIGHT: usize = 4096;
+
+/// Answer bytes not yet taken by the client, in request order, and who to tell once a line
+/// has gone out.
+#[derive(Default)]
+struct Outbox {
+    bytes: BytesMut,
+    /// Bytes ever queued, and ever written.
+    queued: u64,
+    written: u64,
+    /// Senders to fire once `written` reaches their mark.
+    waiting: std::collections::VecDeque<(u64, oneshot::Sender<()>)>,
+}
+
+impl Outbox {
+    fn push(&mut self, line: &[u8], then: Option<oneshot::Sender<()>>) {
+        self.bytes.extend_from_slice(line);
+        self.queued += line.len() as u64;
+        if let Some(then) = then {
+            self.waiting.push_back((self.queued, then));
+        }
+    }
+
+    /// `n` bytes went out.
+    fn wrote(&mut self, n: usize) {
+        self.bytes.advance(n);
+        self.written += n as u64;
+        while self
+            .waiting
+            .front()
+            .is_some_and(|(at, _)| *at <= self.written)
+        {
+            if let Some((_, then)) = self.waiting.pop_front() {
+                let _ = then.send(());
+            }
+        }
+    }
+
+    fn unread(&self) -> usize {
+        self.bytes.len()
+    }
+}
 
 /// A response line: written already, or still being worked on.
 enum Line {
@@ -116,7 +166,11 @@ pub async fn serve<R, W>(
     };
     let mut told_closed = false;
     let mut frames = FramedRead::with_capacity(reader, codec, 16 * 1024);
-    let mut out = BufWriter::with_capacity(16 * 1024, writer);
+    let mut out = writer;
+    let mut outbox = Outbox::default();
+    // Written but not flushed (a TLS stream keeps records until flushed).
+    let mut unflushed = false;
+    let max_unread = app.config.max_unread_bytes;
     let mut pending: FuturesOrdered<Pending> = FuturesOrdered::new();
     let writes_in_flight = Arc::new(AtomicUsize::new(0));
     let mut reading = true;
@@ -127,7 +181,7 @@ pub async fn serve<R, W>(
     let mut token_life: Option<CancellationToken> = None;
 
     loop {
-        if !reading && pending.is_empty() {
+        if !reading && pending.is_empty() && outbox.unread() == 0 && !unflushed {
             break;
         }
         tokio::select! {
@@ -135,21 +189,25 @@ pub async fn serve<R, W>(
             // Only once shutdown began (reading stopped): while serving, this would register
             // with the token on every turn of the loop.
             _ = hard_stop.cancelled(), if !reading => break,
+            sent = send_some(&mut out, &outbox.bytes), if outbox.unread() > 0 || unflushed => match sent {
+                Ok(Some(n)) => {
+                    outbox.wrote(n);
+                    unflushed = true;
+                }
+                Ok(None) => unflushed = false,
+                // The client is gone.
+                Err(()) => break,
+            },
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
-                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
-                    break;
-                }
-                if let Some(written) = written {
-                    let _ = written.send(());
-                }
+                outbox.push(&line, written);
             }
-            Some(line) = notify_rx.recv() => {
+            // Events wait in their own bounded (and counted) queue until the outbox is
+            // nearly empty: a subscriber that does not read is ended for falling behind.
+            Some(line) = notify_rx.recv(), if outbox.unread() < NOTES_INTO_OUTBOX => {
                 connection.notify.written(line.len());
-                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
-                    break;
-                }
+                outbox.push(&line, None);
             }
-            frame = frames.next(), if reading && pending.len() < MAX_IN_FLIGHT => {
+            frame = frames.next(), if reading && pending.len() < MAX_IN_FLIGHT && outbox.unread() < max_unread => {
                 let answer = match frame {
                     Some(Ok(Frame::Line(line))) => {
                         handle_line(&app, &connection, &line, &writes_in_flight)
@@ -193,28 +251,21 @@ pub async fn serve<R, W>(
                     frames.decoder_mut().set_limit(app.config.max_line_bytes);
                 }
                 token_life = connection.auth.token_life().filter(|life| !life.is_cancelled());
-                let (line, written) = match answer {
-                    Some(Line::Ready(line)) if pending.is_empty() => (line, None),
-                    Some(Line::ReadyThen(line, written)) if pending.is_empty() => (line, Some(written)),
+                match answer {
+                    Some(Line::Ready(line)) if pending.is_empty() => outbox.push(&line, None),
+                    Some(Line::ReadyThen(line, written)) if pending.is_empty() => {
+                        outbox.push(&line, Some(written))
+                    }
                     Some(Line::Ready(line)) => {
                         pending.push_back(futures::future::ready((line, None)).boxed());
-                        continue;
                     }
                     Some(Line::ReadyThen(line, written)) => {
                         pending.push_back(futures::future::ready((line, Some(written))).boxed());
-                        continue;
                     }
                     Some(Line::Coming(future)) => {
                         pending.push_back(future.map(|line| (line, None)).boxed());
-                        continue;
                     }
-                    None => continue,
-                };
-                if !write_line(&mut out, &line, &hard_stop, &mut auth_deadline).await {
-                    break;
-                }
-                if let Some(written) = written {
-                    let _ = written.send(());
+                    None => {}
                 }
             }
             _ = shutdown.cancelled(), if reading => {
@@ -231,9 +282,9 @@ pub async fn serve<R, W>(
                 let err = Error::Unauthenticated(format!(
                     "no successful Authenticate within {timeout} ms of connecting; batond closes this connection. Authenticate right after connecting (clients do so with BATON_TOKEN), or raise BATON_AUTH_TIMEOUT_MS"
                 ));
-                let line = render(None, &Err(err));
+                outbox.push(&render(None, &Err(err)), None);
                 let said = tokio::time::timeout(SAY_GOODBYE, async {
-                    out.write_all(&line).await?;
+                    out.write_all(&outbox.bytes).await?;
                     out.flush().await
                 });
                 let _ = said.await;
@@ -243,11 +294,6 @@ pub async fn serve<R, W>(
                 if peer_hung_up(fd) {
                     told_closed = tell_closed(&app, &connection);
                     hangup_check = None;
-                }
-            }
-            flushed = out.flush(), if !out.buffer().is_empty() => {
-                if flushed.is_err() {
-                    break;
                 }
             }
         }
@@ -280,22 +326,18 @@ pub async fn serve<R, W>(
     app.metrics.connection_closed();
 }
 
-/// Writes one line; false if the client is gone, the shutdown grace ran out mid-write, or
-/// the connection's time to authenticate did (a client that does not read must not keep
-/// an unauthenticated connection open).
-async fn write_line<W: tokio::io::AsyncWrite + Unpin>(
+/// Writes what the socket takes of `bytes` (Some(how many)), or, with nothing left to
+/// write, flushes (None); Err once the client is gone.
+async fn send_some<W: AsyncWrite + Unpin>(
     out: &mut W,
-    line: &[u8],
-    hard_stop: &CancellationToken,
-    auth_deadline: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-) -> bool {
-    // The write first: one that completes at once (the usual case) never registers with
-    // the token.
-    tokio::select! {
-        biased;
-        written = out.write_all(line) => written.is_ok(),
-        _ = hard_stop.cancelled() => false,
-        _ = deadline(auth_deadline) => false,
+    bytes: &[u8],
+) -> std::result::Result<Option<usize>, ()> {
+    if bytes.is_empty() {
+        return out.flush().await.map(|()| None).map_err(|_| ());
+    }
+    match out.write(bytes).await {
+        Ok(n) if n > 0 => Ok(Some(n)),
+        _ => Err(()),
     }
 }
 

@@ -548,6 +548,11 @@ impl Client {
         self.writer.set_read_timeout(Some(timeout)).unwrap();
     }
 
+    /// Writes that block longer than `timeout` fail (a daemon that stopped reading).
+    pub fn set_write_timeout(&mut self, timeout: std::time::Duration) {
+        self.writer.set_write_timeout(Some(timeout)).unwrap();
+    }
+
     /// Closes the writing side only (as `nc -N` does after its last request); answers
     /// still arrive.
     pub fn shutdown_write(&mut self) {

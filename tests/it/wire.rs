@@ -458,3 +458,30 @@ fn only_a_test_daemon_lets_a_client_move_its_clock() {
         "{before} {after}"
     );
 }
+
+/// A client that sends every request before it reads any answer is served: batond keeps
+/// reading while answers wait to be read (before, it stopped reading as soon as the
+/// socket would take no more answers, and both sides waited for ever).
+#[test]
+fn requests_sent_before_any_answer_is_read_are_all_answered() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.set_read_timeout(std::time::Duration::from_secs(60));
+    c.set_write_timeout(std::time::Duration::from_secs(60));
+    for n in [10_000u64, 50_000] {
+        let mut batch = String::new();
+        for i in 0..n {
+            batch.push_str(
+                &json!({"id": i, "method": "Set", "params": {"namespace": "p", "key": format!("k{}", i % 10), "value": i}})
+                    .to_string(),
+            );
+            batch.push('\n');
+        }
+        c.send_raw(batch.as_bytes());
+        for i in 0..n {
+            let answer = c.read_line();
+            assert_eq!(answer["id"], i, "{answer}");
+            assert!(answer.get("result").is_some(), "{answer}");
+        }
+    }
+}

@@ -107,6 +107,19 @@ def test_pipeline_sends_many_and_keeps_order(daemon: Daemon) -> None:
             c.pipeline().set("p", "k000", 1, expected_version=7).execute()
 
 
+def test_a_pipeline_of_any_length_returns(daemon: Daemon) -> None:
+    # 100,000 answers are more than batond lets a client leave unread: the client reads
+    # while it sends, so neither side waits on the other.
+    with Client(daemon.socket) as c:
+        p = c.pipeline()
+        for i in range(100_000):
+            p.set("many", f"k{i % 100}", i)
+        results = p.execute()
+        assert len(results) == 100_000
+        assert results[-1]["version"] == 1000
+        assert c.get("many", "k99").value == 99_999
+
+
 def test_lock_heartbeats_releases_with_outcome_and_refuses_when_busy(daemon: Daemon) -> None:
     with Client(daemon.socket) as c, Client(daemon.socket) as other:
         with c.lock("file:./src//lib.rs", owner="editor", ttl_secs=2) as lease:

@@ -21,6 +21,10 @@ from .errors import (
 from .types import Agent, Event, Lease, Node, Page, Record, SetResult
 
 
+# Requests of a pipeline sent before the answers of the window before them are read.
+_WINDOW = 512
+
+
 class Client:
     """A connection to batond.
 
@@ -74,47 +78,73 @@ class Client:
         self.close()
 
     def _exchange(self, requests: List[Tuple[str, Dict[str, Any]]]) -> List[Tuple[int, bytes]]:
-        """Sends every request in one write and reads their answer lines, in order."""
+        """Sends the requests and reads their answer lines, in order. A long pipeline goes
+        out in windows of `_WINDOW` requests, each sent before the answers of the one before
+        it are read: the pipe stays full, and the answers never pile up unread (batond stops
+        reading a client that leaves too many answers unread, so a client that wrote
+        everything before reading would wait on itself)."""
         with self._lock:
             if self._sock is None:
                 self._connect()
             assert self._sock is not None
-            ids = []
-            out = bytearray()
-            for method, params in requests:
-                self._next_id += 1
-                ids.append(self._next_id)
-                out += _common.encode(self._next_id, method, params)
+            windows: List[Tuple[List[int], bytes]] = []
+            for start in range(0, len(requests), _WINDOW):
+                ids = []
+                out = bytearray()
+                for method, params in requests[start : start + _WINDOW]:
+                    self._next_id += 1
+                    ids.append(self._next_id)
+                    out += _common.encode(self._next_id, method, params)
+                windows.append((ids, bytes(out)))
+            lines: List[Tuple[int, bytes]] = []
+            for i, (ids, out) in enumerate(windows):
+                self._send(out, first=i == 0)
+                if i > 0:
+                    lines.extend(self._read_answers(windows[i - 1][0]))
+            if windows:
+                lines.extend(self._read_answers(windows[-1][0]))
+            return lines
+
+    def _send(self, out: bytes, first: bool) -> None:
+        assert self._sock is not None
+        try:
+            self._sock.sendall(out)
+        except OSError as err:
+            if not first:
+                self.close()
+                raise ConnectionLostError(
+                    f"the connection to batond broke in the middle of a pipeline ({err}); the requests already sent may or may not have taken effect",
+                    kind="connection_lost",
+                ) from err
+            # Nothing can have been read by a daemon that is gone: reconnect once.
+            self.close()
+            self._connect()
+            assert self._sock is not None
             try:
                 self._sock.sendall(out)
-            except OSError as err:
-                # Nothing can have been read by a daemon that is gone: reconnect once.
+            except OSError:
                 self.close()
-                self._connect()
-                assert self._sock is not None
-                try:
-                    self._sock.sendall(out)
-                except OSError:
-                    self.close()
-                    raise _common.unreachable(self.socket_path, err) from err
-            lines = []
-            for request_id in ids:
-                try:
-                    line = self._reader.readline()
-                except OSError as err:
-                    self.close()
-                    raise ConnectionLostError(
-                        f"the connection to batond broke while waiting for an answer ({err}); the request may or may not have taken effect",
-                        kind="connection_lost",
-                    ) from err
-                if not line:
-                    self.close()
-                    raise ConnectionLostError(
-                        "batond closed the connection before answering; the request may or may not have taken effect (check, or retry with an idempotency_key)",
-                        kind="connection_lost",
-                    )
-                lines.append((request_id, line))
-            return lines
+                raise _common.unreachable(self.socket_path, err) from err
+
+    def _read_answers(self, ids: List[int]) -> List[Tuple[int, bytes]]:
+        lines = []
+        for request_id in ids:
+            try:
+                line = self._reader.readline()
+            except OSError as err:
+                self.close()
+                raise ConnectionLostError(
+                    f"the connection to batond broke while waiting for an answer ({err}); the request may or may not have taken effect",
+                    kind="connection_lost",
+                ) from err
+            if not line:
+                self.close()
+                raise ConnectionLostError(
+                    "batond closed the connection before answering; the request may or may not have taken effect (check, or retry with an idempotency_key)",
+                    kind="connection_lost",
+                )
+            lines.append((request_id, line))
+        return lines
 
     def call(self, method: str, params: Optional[Dict[str, Any]] = None) -> Any:
         """Any method by name; returns its result or raises its typed error."""
