@@ -49,13 +49,6 @@ pub struct Principal {
     _user: Arc<()>,
 }
 
-impl Principal {
-    /// Fires when the token is revoked or expires.
-    pub fn ended(&self) -> &CancellationToken {
-        &self.life
-    }
-}
-
 /// Who a connection acts as.
 #[derive(Debug, Clone)]
 enum Access {
@@ -158,14 +151,6 @@ impl ConnectionAuth {
         }
     }
 
-    /// The token the connection acts with, if any, without judging it.
-    pub fn current(&self) -> Option<Arc<Principal>> {
-        match &*self.access() {
-            Access::Token(principal) => Some(principal.clone()),
-            _ => None,
-        }
-    }
-
     /// A failed Authenticate: the connection is unauthenticated; returns the failures so
     /// far on this connection, a success in between notwithstanding.
     fn failed(&self) -> u32 {
@@ -191,7 +176,13 @@ struct Life {
     expires_at_ms: Option<i64>,
     /// One clone per principal of the token.
     users: Arc<()>,
+    /// When this daemon revoked it.
+    revoked_at: Option<std::time::Instant>,
 }
+
+/// How long a token revoked here stays refused from memory after nobody uses it: past
+/// that, its revocation, committed long since, is in storage.
+const KEEP_REVOKED: Duration = Duration::from_secs(600);
 
 impl Life {
     fn new(expires_at_ms: Option<i64>) -> Life {
@@ -199,6 +190,7 @@ impl Life {
             ended: CancellationToken::new(),
             expires_at_ms,
             users: Arc::new(()),
+            revoked_at: None,
         }
     }
 
@@ -243,18 +235,32 @@ impl Registry {
 
     /// Ends the token: every connection using it is cut off and what it opened ends.
     fn revoke(&self, token_id: &str) {
-        self.lives()
+        let mut lives = self.lives();
+        let life = lives
             .entry(token_id.to_string())
-            .or_insert_with(|| Life::new(None))
-            .ended
-            .cancel();
+            .or_insert_with(|| Life::new(None));
+        life.revoked_at.get_or_insert_with(std::time::Instant::now);
+        life.ended.cancel();
+    }
+
+    /// Ends a token that expired (storage refuses it from now on by its expiry).
+    fn expire(&self, token_id: &str) {
+        if let Some(life) = self.lives().get(token_id) {
+            life.ended.cancel();
+        }
     }
 
     /// The tokens connections use now, live ones only, with their expiry; forgets those
-    /// nobody uses any more (an ended one is kept: it must stay refused).
+    /// nobody uses any more (one revoked here a while longer: its revocation may not be
+    /// committed yet).
     fn in_use(&self) -> Vec<(String, Option<i64>)> {
         let mut lives = self.lives();
-        lives.retain(|_, life| life.ended.is_cancelled() || !life.unused());
+        lives.retain(|_, life| {
+            !life.unused()
+                || life
+                    .revoked_at
+                    .is_some_and(|at| at.elapsed() < KEEP_REVOKED)
+        });
         lives
             .iter()
             .filter(|(_, life)| !life.ended.is_cancelled())
@@ -306,7 +312,7 @@ pub async fn watch_tokens(app: Arc<App>, shared: bool, shutdown: CancellationTok
         let now_ms = database_now_ms(&app);
         for (token_id, expires_at_ms) in &in_use {
             if expires_at_ms.is_some_and(|at| now_ms >= at) {
-                app.auth.revoke(token_id);
+                app.auth.expire(token_id);
             }
         }
         if shared && committed && !in_use.is_empty() {

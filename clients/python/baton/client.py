@@ -90,15 +90,15 @@ class Client:
             windows: List[Tuple[List[int], bytes]] = []
             for start in range(0, len(requests), _WINDOW):
                 ids = []
-                out = bytearray()
+                encoded = bytearray()
                 for method, params in requests[start : start + _WINDOW]:
                     self._next_id += 1
                     ids.append(self._next_id)
-                    out += _common.encode(self._next_id, method, params)
-                windows.append((ids, bytes(out)))
+                    encoded += _common.encode(self._next_id, method, params)
+                windows.append((ids, bytes(encoded)))
             lines: List[Tuple[int, bytes]] = []
-            for i, (ids, out) in enumerate(windows):
-                self._send(out, first=i == 0)
+            for i, (_, window) in enumerate(windows):
+                self._send(window, first=i == 0)
                 if i > 0:
                     lines.extend(self._read_answers(windows[i - 1][0]))
             if windows:
