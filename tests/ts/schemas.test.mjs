@@ -75,7 +75,7 @@ test('input schemas state the daemon limits', () => {
   for (const tool of ['baton_list', 'baton_history', 'baton_events']) {
     assert.deepEqual(range(props(tool).limit), [1, 1000], tool);
   }
-  assert.equal(props('baton_task_register').nodes.maxItems, 10000);
+  assert.equal(props('baton_task_register').nodes.maxItems, 100000);
   assert.deepEqual(range(props('baton_task_register').nodes.items.properties.max_attempts), [1, 100]);
   assert.deepEqual(props('baton_release').outcome.enum, ['released', 'modified', 'created', 'deleted', 'moved', 'abandoned']);
   for (const tool of Object.values(client.baton.tools)) {
