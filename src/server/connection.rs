@@ -189,15 +189,6 @@ pub async fn serve<R, W>(
             // Only once shutdown began (reading stopped): while serving, this would register
             // with the token on every turn of the loop.
             _ = hard_stop.cancelled(), if !reading => break,
-            sent = send_some(&mut out, &outbox.bytes), if outbox.unread() > 0 || unflushed => match sent {
-                Ok(Some(n)) => {
-                    outbox.wrote(n);
-                    unflushed = true;
-                }
-                Ok(None) => unflushed = false,
-                // The client is gone.
-                Err(()) => break,
-            },
             Some((line, written)) = pending.next(), if !pending.is_empty() => {
                 outbox.push(&line, written);
             }
@@ -227,7 +218,7 @@ pub async fn serve<R, W>(
                     }
                     Some(Err(_)) | None => {
                         reading = false;
-                        if pending.is_empty() || peer_hung_up(fd) {
+                        if (pending.is_empty() && outbox.unread() == 0) || peer_hung_up(fd) {
                             // The client is gone: its release_on_disconnect leases end and
                             // its waits leave their queues now, not when their deadlines pass.
                             told_closed = tell_closed(&app, &connection);
@@ -296,6 +287,17 @@ pub async fn serve<R, W>(
                     hangup_check = None;
                 }
             }
+            // Last: what is ready is answered first, so the answers of a burst go out in
+            // one write.
+            sent = send_some(&mut out, &outbox.bytes), if outbox.unread() > 0 || unflushed => match sent {
+                Ok(Some(n)) => {
+                    outbox.wrote(n);
+                    unflushed = true;
+                }
+                Ok(None) => unflushed = false,
+                // The client is gone.
+                Err(()) => break,
+            },
         }
     }
     if unproven.is_some() && auth_deadline.as_ref().is_some_and(|d| d.is_elapsed()) {
