@@ -265,6 +265,20 @@ fn rss_kib(pid: i32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
+/// The SubscriptionEnded a stalled subscriber finds after its events, which says it fell
+/// behind.
+fn overflowed(s: &mut Client) -> serde_json::Value {
+    s.set_read_timeout(Duration::from_secs(30));
+    let ended = loop {
+        let line = s.read_line();
+        if line["method"] == "SubscriptionEnded" {
+            break line;
+        }
+    };
+    assert_eq!(ended["params"]["reason"], "overflow", "{ended}");
+    ended
+}
+
 #[test]
 fn stalled_subscribers_hold_a_bounded_amount_of_memory() {
     let daemon = Daemon::start();
@@ -289,14 +303,7 @@ fn stalled_subscribers_hold_a_bounded_amount_of_memory() {
     );
     // Each stalled subscriber finds its subscription ended, with where to resume.
     for s in &mut stalled {
-        s.set_read_timeout(Duration::from_secs(30));
-        let ended = loop {
-            let line = s.read_line();
-            if line["method"] == "SubscriptionEnded" {
-                break line;
-            }
-        };
-        assert_eq!(ended["params"]["reason"], "overflow", "{ended}");
+        let ended = overflowed(s);
         assert!(ended["params"]["resume_from_seq"].as_u64().unwrap() < writes);
     }
 }
@@ -370,13 +377,6 @@ fn stalled_subscribers_together_hold_no_more_than_the_global_bound() {
         "peak RSS {peak} KiB, {before} KiB before the writes"
     );
     for s in &mut stalled {
-        s.set_read_timeout(Duration::from_secs(30));
-        let ended = loop {
-            let line = s.read_line();
-            if line["method"] == "SubscriptionEnded" {
-                break line;
-            }
-        };
-        assert_eq!(ended["params"]["reason"], "overflow", "{ended}");
+        overflowed(s);
     }
 }

@@ -172,18 +172,6 @@ fn cross_site(http: &Http, headers: &HeaderMap) -> Option<String> {
     (origin != ours).then(|| format!("this login came from {origin}, not from {ours}"))
 }
 
-/// The value of a cookie the request carries.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, value)| value)
-}
-
 fn escape_html(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -283,7 +271,7 @@ async fn login(
         );
     }
     let nonce = field(&form, "csrf").unwrap_or_default();
-    if nonce.is_empty() || cookie(&headers, LOGIN_COOKIE) != Some(nonce.as_str()) {
+    if nonce.is_empty() || super::cookie(&headers, LOGIN_COOKIE) != Some(nonce.as_str()) {
         return login_page(
             &http,
             StatusCode::FORBIDDEN,

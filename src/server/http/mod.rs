@@ -233,14 +233,19 @@ fn presented(headers: &HeaderMap) -> Option<String> {
     if let Some(token) = bearer {
         return Some(token.trim().to_string());
     }
+    cookie(headers, SESSION_COOKIE).map(str::to_string)
+}
+
+/// The value of a cookie the request carries.
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
-        .map(|(_, value)| value.to_string())
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value)
 }
 
 /// The visitor behind a request with a valid token (not revoked, not expired), else the
