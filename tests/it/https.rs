@@ -26,9 +26,9 @@ fn get(port: u16, ca: &TestCa, path: &str, bearer: Option<&str>) -> String {
     response
 }
 
-#[test]
-fn metrics_over_https_with_a_metrics_token_and_hsts() {
-    let ca = TestCa::new("metrics");
+/// batond with an HTTPS listener on a free loopback port (certificate from `ca`), plus
+/// `env`; and the port.
+fn https_daemon(ca: &TestCa, env: &[(&str, &str)]) -> (Daemon, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -37,7 +37,13 @@ fn metrics_over_https_with_a_metrics_token_and_hsts() {
     let mut args = vec!["--http".to_string(), format!("https://127.0.0.1:{port}")];
     args.extend(ca.server_args());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let daemon = Daemon::start_with(&args);
+    (Daemon::start_with_env(&args, env, None), port)
+}
+
+#[test]
+fn metrics_over_https_with_a_metrics_token_and_hsts() {
+    let ca = TestCa::new("metrics");
+    let (daemon, port) = https_daemon(&ca, &[]);
     let admin = token(&daemon, &["metrics"]);
     let refused = get(port, &ca, "/metrics", None);
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
@@ -66,15 +72,7 @@ fn metrics_over_https_with_a_metrics_token_and_hsts() {
 #[test]
 fn https_headers_that_never_finish_are_closed() {
     let ca = TestCa::new("slow");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut args = vec!["--http".to_string(), format!("https://127.0.0.1:{port}")];
-    args.extend(ca.server_args());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _daemon = Daemon::start_with_env(&args, &[("BATON_HTTP_HEADER_TIMEOUT_MS", "300")], None);
+    let (_daemon, port) = https_daemon(&ca, &[("BATON_HTTP_HEADER_TIMEOUT_MS", "300")]);
     let mut sessions: Vec<_> = (0..10)
         .map(|_| {
             let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -245,6 +245,20 @@ async fn login_form(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri)
     )
 }
 
+/// A request's body, or the answer to a body axum refused: 413 over the limit, else
+/// `other` with the rejection's status and text.
+fn body_or(
+    body: Result<Bytes, BytesRejection>,
+    other: fn(StatusCode, &str) -> Response,
+) -> Result<Bytes, Box<Response>> {
+    body.map_err(|rejected| {
+        Box::new(match rejected.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => super::body_too_large(),
+            status => other(status, &rejected.body_text()),
+        })
+    })
+}
+
 /// `POST /login` (the login form, urlencoded `token` and `csrf`): only from this
 /// dashboard's own page (same origin, and the form's nonce matching its cookie); sets the
 /// session cookie and goes to the dashboard.
@@ -253,12 +267,9 @@ async fn login(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
+    let body = match body_or(body, refuse) {
         Ok(body) => body,
-        Err(rejected) if rejected.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return super::body_too_large()
-        }
-        Err(rejected) => return refuse(rejected.status(), &rejected.body_text()),
+        Err(response) => return *response,
     };
     let form = String::from_utf8_lossy(&body);
     if let Some(why) = cross_site(&http, &headers) {
@@ -397,12 +408,9 @@ async fn call(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
+    let body = match body_or(body, json_error) {
         Ok(body) => body,
-        Err(rejected) if rejected.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return super::body_too_large()
-        }
-        Err(rejected) => return json_error(rejected.status(), &rejected.body_text()),
+        Err(response) => return *response,
     };
     // The connection's Authenticate is the token check (401 when it fails).
     let mut conn = match connect(&http, &headers).await {
