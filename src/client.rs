@@ -158,6 +158,7 @@ impl Answer for ListResult {
         } = serde_json::from_str(text)?;
         Ok(ListResult {
             records: items(records),
+            next: next_after.clone(),
             next_after,
         })
     }
@@ -184,14 +185,21 @@ struct LocksBody {
     locks: Vec<Item<LockEntry>>,
     #[serde(default)]
     waiting: Vec<WaitingEntry>,
+    #[serde(default)]
+    next: Option<String>,
 }
 
 impl Answer for ListResourceLocksResult {
     fn read(text: &str) -> serde_json::Result<ListResourceLocksResult> {
-        let LocksBody { locks, waiting } = serde_json::from_str(text)?;
+        let LocksBody {
+            locks,
+            waiting,
+            next,
+        } = serde_json::from_str(text)?;
         Ok(ListResourceLocksResult {
             locks: items(locks),
             waiting,
+            next,
         })
     }
 }
@@ -543,11 +551,11 @@ mod tests {
         );
         round_trip::<GetResult>(r#"{"found":false,"namespace":"ns","key":"k"}"#);
         round_trip::<ListResult>(
-            r#"{"records":[{"namespace":"ns","key":"a","value":12345678901234567890123,"version":1,"revision":2,"updated_by":null,"updated_at":"2026-01-02T03:04:05.678Z"},{"namespace":"ns","key":"b","value":"x","version":4,"revision":6,"updated_by":"bob","updated_at":"2026-01-02T03:04:05.678Z"}],"next_after":"b"}"#,
+            r#"{"records":[{"namespace":"ns","key":"a","value":12345678901234567890123,"version":1,"revision":2,"updated_by":null,"updated_at":"2026-01-02T03:04:05.678Z"},{"namespace":"ns","key":"b","value":"x","version":4,"revision":6,"updated_by":"bob","updated_at":"2026-01-02T03:04:05.678Z"}],"next_after":"b","next":"b"}"#,
         );
-        round_trip::<ListResult>(r#"{"records":[],"next_after":null}"#);
+        round_trip::<ListResult>(r#"{"records":[],"next_after":null,"next":null}"#);
         round_trip::<HistoryResult>(
-            r#"{"history":[{"version":2,"value":null,"updated_by":null,"updated_at":"2026-01-02T03:04:05.678Z","revision":5,"deleted":true},{"version":1,"value":[1.0],"updated_by":"a","updated_at":"2026-01-02T03:04:05.678Z","revision":4,"deleted":false}]}"#,
+            r#"{"history":[{"version":2,"value":null,"updated_by":null,"updated_at":"2026-01-02T03:04:05.678Z","revision":5,"deleted":true},{"version":1,"value":[1.0],"updated_by":"a","updated_at":"2026-01-02T03:04:05.678Z","revision":4,"deleted":false}],"next":2}"#,
         );
         round_trip::<SetResult>(
             r#"{"namespace":"ns","key":"k","version":2,"previous_version":1,"revision":9}"#,
@@ -579,7 +587,7 @@ mod tests {
             r#"{{"status":"held","resource_key":"file:a","held_by":{HOLDER},"conflicting_key":"file:a"}}"#
         ));
         round_trip::<ListResourceLocksResult>(&format!(
-            r#"{{"locks":[{{"resource_key":"file:a",{}],"waiting":[{{"resource_key":"file:a","owner":"carol","mode":"shared"}},{{"resource_key":"tool:build","owner":"dan","mode":"shared","slots":2}}]}}"#,
+            r#"{{"locks":[{{"resource_key":"file:a",{}],"waiting":[{{"resource_key":"file:a","owner":"carol","mode":"shared"}},{{"resource_key":"tool:build","owner":"dan","mode":"shared","slots":2}}],"next":"[\"file:a\",3]"}}"#,
             &HOLDER[1..]
         ));
         round_trip::<HeartbeatResult>(
@@ -595,10 +603,10 @@ mod tests {
             r#"{"task_id":"t","node_id":"n","name":null,"lease_id":"l","lease_owner":"w","lease_expires_at":"2026-01-02T03:09:05.678Z","attempt":1,"max_attempts":2,"payload":{"x": 1.50},"context":{"goal":"g","task_context":[ 1 ],"dependency_results":{"a":true,"b":{"c": 2.0}},"recent_events":[{"seq":1,"type":"task.registered","at":"2026-01-02T03:04:05.678Z","task_id":"t","data":{}}]}}"#,
         );
         round_trip::<TaskStatusResult>(
-            r#"{"task":{"task_id":"t","goal":"g","status":"running","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"},"counts":{"COMPLETED":0,"PENDING":1},"nodes":[{"node_id":"n","name":"build","state":"FAILED","dependencies":["m"],"attempts":1,"max_attempts":1,"lease_owner":null,"lease_expires_at":null,"result":null,"error":{"why": 1.50},"updated_at":"2026-01-02T03:04:05.678Z"}]}"#,
+            r#"{"task":{"task_id":"t","goal":"g","status":"running","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"},"counts":{"COMPLETED":0,"PENDING":1},"nodes":[{"node_id":"n","name":"build","state":"FAILED","dependencies":["m"],"attempts":1,"max_attempts":1,"lease_owner":null,"lease_expires_at":null,"result":null,"error":{"why": 1.50},"updated_at":"2026-01-02T03:04:05.678Z"}],"next":null}"#,
         );
         round_trip::<ListTasksResult>(
-            r#"{"tasks":[{"task_id":"t","goal":"g","status":"completed","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"}]}"#,
+            r#"{"tasks":[{"task_id":"t","goal":"g","status":"completed","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"}],"next":"t"}"#,
         );
         round_trip::<CancelTaskResult>(
             r#"{"task_id":"t","status":"cancelled","cancelled_nodes":2}"#,

@@ -276,7 +276,32 @@ impl Layers<'_> {
             ))),
         }
     }
+
+    /// A whole number from `min` to `max`; `why` says what the ceiling protects.
+    fn number_within<T>(
+        &self,
+        name: &'static str,
+        default: T,
+        (min, max): (T, T),
+        why: &str,
+    ) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        let value = self.number(name, default, min)?;
+        match self.get(name) {
+            Some((raw, source)) if value > max => Err(ConfigError(format!(
+                "{} is `{raw}`; it must be at most {max} ({why})",
+                self.describe(name, source)
+            ))),
+            _ => Ok(value),
+        }
+    }
 }
+
+/// The largest `BATON_MAX_VALUE_BYTES`: one value and its names always fit in a page of
+/// an answer (`methods::paging`).
+pub const MAX_VALUE_BYTES_CAP: usize = 7 << 20;
 
 fn flag_name(var: &str) -> String {
     let stem = var
@@ -651,7 +676,12 @@ impl Config {
             node_timeout_secs: layers.number("BATON_NODE_TIMEOUT_SECS", 300, 1)?,
             context_event_limit: layers.number("BATON_CONTEXT_EVENT_LIMIT", 50, 0)?,
             max_line_bytes: layers.number("BATON_MAX_LINE_BYTES", 1 << 20, 64)?,
-            max_value_bytes: layers.number("BATON_MAX_VALUE_BYTES", 1 << 20, 1)?,
+            max_value_bytes: layers.number_within(
+                "BATON_MAX_VALUE_BYTES",
+                1 << 20,
+                (1, MAX_VALUE_BYTES_CAP),
+                "a page of List or Export holds at least one value, and no answer line may pass 16 MiB",
+            )?,
             workspace,
             shutdown_grace_ms: layers.number("BATON_SHUTDOWN_GRACE_MS", 5000, 0)?,
             max_subscriber_bytes: layers.number("BATON_MAX_SUBSCRIBER_BYTES", 64 << 20, 1 << 20)?,

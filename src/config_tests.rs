@@ -131,3 +131,23 @@ fn listeners_parse_and_plain_tcp_stays_on_loopback() {
     assert!(refused("http://x:1").contains("tls://ADDR:PORT"));
     assert!(refused("tls://example.com:1").contains("IP:PORT"));
 }
+
+#[test]
+fn a_value_limit_that_would_not_fit_a_page_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = env_of(&[
+        ("HOME", dir.path().to_str().unwrap()),
+        ("BATON_MAX_VALUE_BYTES", "20000000"),
+    ]);
+    let err = Config::resolve(&Flags::default(), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("BATON_MAX_VALUE_BYTES"), "{err}");
+    assert!(err.contains("at most 7340032"), "{err}");
+    let env = env_of(&[
+        ("HOME", dir.path().to_str().unwrap()),
+        ("BATON_MAX_VALUE_BYTES", "7340032"),
+    ]);
+    let config = Config::resolve(&Flags::default(), &env).unwrap();
+    assert_eq!(config.max_value_bytes, MAX_VALUE_BYTES_CAP);
+}

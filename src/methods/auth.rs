@@ -608,11 +608,38 @@ impl Method for ListTokensParams {
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let now_ms = database_now_ms(cx.app);
+        let limit = super::paging::page_limit(self.limit, super::paging::MAX_PAGE)?;
+        // Oldest first: the cursor is the last token's (created_at, token_id).
+        let after: Option<(i64, String)> = self
+            .after
+            .as_deref()
+            .map(|after| super::paging::parse_cursor(after, "ListTokens"))
+            .transpose()?;
         Ok(read::<Self>(false, move |conn| {
-            let tokens = conn
+            let mut live: Vec<_> = conn
                 .all_tokens()?
                 .into_iter()
                 .filter(|t| is_live(t, now_ms))
+                .filter(|t| {
+                    after
+                        .as_ref()
+                        .is_none_or(|(created, id)| (t.created_at_ms, &t.token_id) > (*created, id))
+                })
+                .collect();
+            live.sort_by(|a, b| {
+                (a.created_at_ms, &a.token_id).cmp(&(b.created_at_ms, &b.token_id))
+            });
+            let more = live.len() as u64 > limit;
+            live.truncate(limit as usize);
+            let next = match more {
+                true => live
+                    .last()
+                    .map(|t| super::paging::cursor(&(t.created_at_ms, &t.token_id)))
+                    .transpose()?,
+                false => None,
+            };
+            let tokens = live
+                .into_iter()
                 .map(|t| TokenInfo {
                     token_id: t.token_id,
                     name: t.name,
@@ -622,7 +649,7 @@ impl Method for ListTokensParams {
                     last_used_at: t.last_used_at_ms.map(format_ms),
                 })
                 .collect();
-            Ok(ListTokensResult { tokens })
+            Ok(ListTokensResult { tokens, next })
         }))
     }
 }

@@ -14,12 +14,15 @@ pub mod idempotency;
 pub mod instances;
 pub mod journal;
 pub mod locks;
+pub mod paging;
 mod schedule;
 pub mod scopes;
 pub mod state;
 pub mod system;
 pub mod tasks;
 pub mod writer;
+
+pub use paging::{limit_or_default, MAX_PAGE};
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -426,20 +429,6 @@ pub fn new_id() -> String {
         .hyphenated()
         .encode_lower(&mut uuid::Uuid::encode_buffer())
         .to_string()
-}
-
-/// The largest `limit` of a paged read.
-pub const MAX_PAGE: u64 = 1000;
-
-/// `limit` for paged reads: default 100, 1 to [`MAX_PAGE`].
-pub fn limit_or_default(limit: Option<u64>) -> Result<u64> {
-    match limit {
-        None => Ok(100),
-        Some(n @ 1..=MAX_PAGE) => Ok(n),
-        Some(n) => Err(Error::Invalid(format!(
-            "limit is {n}; it must be 1 to {MAX_PAGE} (page with the cursor for more)"
-        ))),
-    }
 }
 
 /// Parses params into `M`, naming the offending field on failure.

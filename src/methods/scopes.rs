@@ -18,11 +18,7 @@
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use crate::error::{Error, Result};
-use crate::protocol::Reply;
 use crate::resource_key;
 
 use super::auth::Principal;
@@ -257,8 +253,6 @@ pub trait Scoped {
     const PUBLIC: bool = false;
     /// Every grant this request needs; all must be held.
     fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>>;
-    /// Whether the answer lists locks, to be cut down to the caller's `locks:` grants.
-    const LISTS_LOCKS: bool = false;
 }
 
 /// Parses and plans a request of `M` for this connection: 401 before authentication
@@ -278,12 +272,7 @@ pub(super) fn checked<M: Method + Scoped>(cx: &Ctx<'_>) -> Result<Plan> {
             return Err(forbidden(M::NAME, &principal, &need));
         }
     }
-    let plan = params.plan(cx)?;
-    Ok(if M::LISTS_LOCKS {
-        filter_plan(plan, principal)
-    } else {
-        plan
-    })
+    params.plan(cx)
 }
 
 fn forbidden(method: &str, principal: &Principal, need: &Need) -> Error {
@@ -295,67 +284,6 @@ fn forbidden(method: &str, principal: &Principal, need: &Need) -> Error {
         ),
         needed,
     }
-}
-
-/// Cuts a ListResourceLocks answer down to the keys the token's `locks:` grants cover.
-fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
-    let keep = move |reply: Reply| filter_locks(&reply, &principal);
-    match plan {
-        Plan::Ready(answer) => Plan::Ready(answer.and_then(keep)),
-        Plan::ReadyThen { answer, written } => Plan::ReadyThen {
-            answer: answer.and_then(keep),
-            written,
-        },
-        Plan::Read {
-            apply,
-            heavy,
-            single_statement,
-        } => Plan::Read {
-            apply: Box::new(move |conn| apply(conn).and_then(keep)),
-            heavy,
-            single_statement,
-        },
-        Plan::Write {
-            idempotency,
-            apply,
-            foreseen,
-        } => Plan::Write {
-            idempotency,
-            apply: Box::new(move |ctx| apply(ctx)?.map(keep).transpose()),
-            foreseen,
-        },
-    }
-}
-
-fn filter_locks(reply: &RawValue, principal: &Principal) -> Result<Reply> {
-    #[derive(Deserialize)]
-    struct Listed<'a> {
-        #[serde(borrow)]
-        locks: Vec<&'a RawValue>,
-        #[serde(borrow, default)]
-        waiting: Vec<&'a RawValue>,
-    }
-    let all: Listed<'_> = serde_json::from_str(reply.get())?;
-    let locks = visible(all.locks, principal)?;
-    let waiting = visible(all.waiting, principal)?;
-    crate::protocol::reply(&serde_json::json!({ "locks": locks, "waiting": waiting }))
-}
-
-/// The items of a list whose `resource_key` the token may see.
-fn visible<'a>(list: Vec<&'a RawValue>, principal: &Principal) -> Result<Vec<&'a RawValue>> {
-    #[derive(Deserialize)]
-    struct Key<'a> {
-        #[serde(borrow)]
-        resource_key: std::borrow::Cow<'a, str>,
-    }
-    let mut kept = Vec::with_capacity(list.len());
-    for item in list {
-        let Key { resource_key } = serde_json::from_str(item.get())?;
-        if principal.scopes.allows_lock(&resource_key) {
-            kept.push(item);
-        }
-    }
-    Ok(kept)
 }
 
 fn lock(cx: &Ctx<'_>, raw: &str) -> Result<Vec<Need>> {
@@ -491,7 +419,6 @@ impl Scoped for super::agents::RegisterAgentParams {
 }
 
 impl Scoped for locks::ListResourceLocksParams {
-    const LISTS_LOCKS: bool = true;
     fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
         Ok(vec![Need::AnyLock])
     }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
-use super::{limit_or_default, read, read_one_statement, write, Ctx, Limits, Method, Plan};
+use super::{limit_or_default, paging, read, read_one_statement, write, Ctx, Limits, Method, Plan};
 
 /// Longest namespace or key, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
@@ -59,19 +59,20 @@ pub fn get(records: &dyn Records, p: GetParams) -> Result<GetResult> {
 pub fn list(records: &dyn Records, p: ListParams) -> Result<ListResult> {
     check_name("namespace", &p.namespace)?;
     let limit = limit_or_default(p.limit)?;
-    let (records, more) = records.list(
+    let (mut records, more) = records.list(
         &p.namespace,
         p.prefix.as_deref().unwrap_or(""),
         p.after.as_deref(),
         limit,
     )?;
-    let next_after = if more {
+    let next_after = if paging::cut(&mut records, limit)? || more {
         records.last().map(|r| r.key.clone())
     } else {
         None
     };
     Ok(ListResult {
         records,
+        next: next_after.clone(),
         next_after,
     })
 }
@@ -80,16 +81,47 @@ pub fn history(records: &dyn Records, p: HistoryParams) -> Result<HistoryResult>
     check_name("namespace", &p.namespace)?;
     check_name("key", &p.key)?;
     let limit = limit_or_default(p.limit)?;
-    let history = records.history(&p.namespace, &p.key, p.before_version, limit)?;
-    Ok(HistoryResult { history })
+    let before = match (p.after, p.before_version) {
+        (Some(after), Some(before)) if after != before => {
+            return Err(Error::Invalid(format!(
+                "after ({after}) and before_version ({before}) disagree; they mean the same (versions older than it), so give one"
+            )))
+        }
+        (after, before) => after.or(before),
+    };
+    let mut history = records.history(&p.namespace, &p.key, before, limit + 1)?;
+    let more = paging::cut(&mut history, limit)?;
+    let next = match history.last() {
+        Some(last) if more && last.version > 1 => Some(last.version),
+        _ => None,
+    };
+    Ok(HistoryResult { history, next })
 }
 
 pub fn export(records: &dyn Records, p: ExportParams) -> Result<ExportResult> {
     if let Some(ns) = &p.namespace {
         check_name("namespace", ns)?;
     }
-    let (records, revision) = records.export(p.namespace.as_deref())?;
-    Ok(ExportResult { records, revision })
+    let limit = paging::page_limit(p.limit, paging::MAX_PAGE)?;
+    let after: Option<(String, String)> = p
+        .after
+        .as_deref()
+        .map(|after| paging::parse_cursor(after, "Export"))
+        .transpose()?;
+    let after = after.as_ref().map(|(ns, key)| (ns.as_str(), key.as_str()));
+    let (mut records, revision) = records.export(p.namespace.as_deref(), after, limit + 1)?;
+    let next = match paging::cut(&mut records, limit)? {
+        true => records
+            .last()
+            .map(|last| paging::cursor(&(&last.namespace, &last.key)))
+            .transpose()?,
+        false => None,
+    };
+    Ok(ExportResult {
+        records,
+        revision,
+        next,
+    })
 }
 
 // ---- writes: checked before queueing, applied on the writer ----
@@ -539,7 +571,7 @@ impl Method for DeleteParams {
 
 impl Method for ListParams {
     const NAME: &'static str = "List";
-    const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next_after.";
+    const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next.";
     type Output = ListResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read_one_statement::<Self>(move |storage| {
@@ -550,7 +582,8 @@ impl Method for ListParams {
 
 impl Method for HistoryParams {
     const NAME: &'static str = "History";
-    const SUMMARY: &'static str = "Every version of one key, newest first, including deletions.";
+    const SUMMARY: &'static str =
+        "Versions of one key, newest first, including deletions; page with `after` = next.";
     type Output = HistoryResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read_one_statement::<Self>(move |storage| {
@@ -584,7 +617,7 @@ impl Method for ClearNamespaceParams {
 
 impl Method for ExportParams {
     const NAME: &'static str = "Export";
-    const SUMMARY: &'static str = "Every live record of one namespace, or of all, as one consistent snapshot with its revision.";
+    const SUMMARY: &'static str = "Live records of one namespace, or of all, in pages (`after` = next), each a consistent snapshot with its revision.";
     type Output = ExportResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read::<Self>(true, move |storage| export(storage, self)))

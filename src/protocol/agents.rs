@@ -71,7 +71,14 @@ pub struct EndSessionResult {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListAgentsParams {}
+pub struct ListAgentsParams {
+    /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The previous page's `next` (a name).
+    pub after: Option<String>,
+}
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct AgentEntry {
@@ -100,6 +107,9 @@ pub struct NodeRef {
 pub struct ListAgentsResult {
     /// Live sessions, by name.
     pub agents: Vec<AgentEntry>,
+    /// Pass as `after` for the next page; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// Who a message goes to: names, or `"*"` for every agent that ever registered.

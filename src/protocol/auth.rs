@@ -52,7 +52,14 @@ pub struct CreateTokenResult {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListTokensParams {}
+pub struct ListTokensParams {
+    /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The previous page's `next`.
+    pub after: Option<String>,
+}
 
 /// A token as ListTokens shows it: never its secret.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -70,6 +77,9 @@ pub struct TokenInfo {
 pub struct ListTokensResult {
     /// Live tokens (not revoked, not expired), oldest first.
     pub tokens: Vec<TokenInfo>,
+    /// Pass as `after` for the next page; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

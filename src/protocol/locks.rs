@@ -241,6 +241,12 @@ pub struct ListResourceLocksParams {
     /// Resource keys starting with this (canonical form, e.g. `file:src/`).
     pub prefix: Option<String>,
     pub owner: Option<String>,
+    /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The previous page's `next`.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -254,8 +260,13 @@ pub struct LockEntry {
 pub struct ListResourceLocksResult {
     pub locks: Vec<LockEntry>,
     /// Requests queued for a key (AcquireResourceLock with `wait_ms`), first come first
-    /// served per key, in that order. With PostgreSQL, those of every daemon.
+    /// served per key, in that order. With PostgreSQL, those of every daemon. A page
+    /// shows the waiters of the keys from the previous page's last key (excluded) to its
+    /// own last (included; to the end on the last page).
     pub waiting: Vec<WaitingEntry>,
+    /// Pass as `after` for the next page; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 /// A request waiting for a lock.

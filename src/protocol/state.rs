@@ -109,6 +109,8 @@ pub struct ListResult {
     pub records: Vec<Record>,
     /// Pass as `after` for the next page; null when there are no more records.
     pub next_after: Option<String>,
+    /// The same as `next_after`, as every paged answer names it.
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -124,6 +126,10 @@ pub struct HistoryParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub before_version: Option<u64>,
+    /// The previous page's `next`: only versions older than it (as `before_version`).
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -141,6 +147,9 @@ pub struct HistoryEntry {
 pub struct HistoryResult {
     /// Newest first.
     pub history: Vec<HistoryEntry>,
+    /// Pass as `after` for older versions; null when nothing older is kept.
+    #[serde(default)]
+    pub next: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -225,11 +234,20 @@ pub struct ClearNamespaceResult {
 #[serde(deny_unknown_fields)]
 pub struct ExportParams {
     pub namespace: Option<String>,
+    /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The previous page's `next`.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ExportResult {
     pub records: Vec<Record>,
-    /// The head revision the export is a snapshot of.
+    /// The head revision this page is a snapshot of (each page is read at its own).
     pub revision: u64,
+    /// Pass as `after` for the next page; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }

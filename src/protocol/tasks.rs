@@ -274,6 +274,12 @@ pub struct CommitEventParams {
 #[serde(deny_unknown_fields)]
 pub struct TaskStatusParams {
     pub task_id: String,
+    /// Nodes in this page, 1 to 1000 [default: 1000]; `counts` always counts them all.
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The previous page's `next` (a node id): the nodes registered after it.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -307,7 +313,11 @@ pub struct TaskStatusResult {
     pub task: TaskSummary,
     /// Nodes per state (every state is listed, 0 when none).
     pub counts: BTreeMap<String, u64>,
+    /// In the order they were registered.
     pub nodes: Vec<NodeSummary>,
+    /// Pass as `after` for the next nodes; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -319,11 +329,16 @@ pub struct ListTasksParams {
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// The previous page's `next` (a task id): the tasks created before it.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListTasksResult {
     pub tasks: Vec<TaskSummary>,
+    /// Pass as `after` for the next page; null when nothing follows.
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

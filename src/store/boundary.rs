@@ -103,8 +103,14 @@ pub trait Records {
         before_version: Option<u64>,
         limit: u64,
     ) -> Result<Vec<HistoryEntry>>;
-    /// Every live record (of one namespace, or all) and the head revision, one snapshot.
-    fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)>;
+    /// Live records (of one namespace, or all) in (namespace, key) order after `after`, at
+    /// most `limit`, and the head revision, one snapshot.
+    fn export(
+        &self,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: u64,
+    ) -> Result<(Vec<Record>, u64)>;
     /// Live records and tombstones, for Metrics.
     fn counts(&self) -> Result<(u64, u64)>;
     /// The live keys written with `session_id` (and not rewritten since): (namespace, key).
@@ -220,6 +226,14 @@ impl ForeignChanges {
 pub trait Leases {
     /// Leases whose key starts with `prefix`, of `owner` if given, in key order.
     fn leases(&self, prefix: &str, owner: Option<&str>) -> Result<Vec<LeaseRow>>;
+    /// At most `limit` of those, in (key, fencing token) order, after `after`.
+    fn lease_page(
+        &self,
+        prefix: &str,
+        owner: Option<&str>,
+        after: Option<(&str, u64)>,
+        limit: u64,
+    ) -> Result<Vec<LeaseRow>>;
     fn insert_lease(&self, lease: &NewLease<'_>) -> Result<()>;
     /// Moves the expiry of the lease `lease_id` on `resource_key`.
     fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()>;
@@ -420,10 +434,22 @@ pub trait Nodes {
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
     /// RUNNING nodes leased to `owner`: (task_id, node_id).
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>>;
-    /// TaskStatus: the task, its counts and nodes (None: no such task).
-    fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>>;
-    /// ListTasks, newest first.
-    fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult>;
+    /// TaskStatus: the task, its counts and at most `limit` nodes in registration order,
+    /// those after the node `after` (None: no such task). `next` is left to the caller.
+    fn task_report(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<Option<TaskStatusResult>>;
+    /// ListTasks, newest first: at most `limit`, those created before the task `after`.
+    /// `next` is left to the caller.
+    fn list_tasks(
+        &self,
+        status: Option<TaskStatus>,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<ListTasksResult>;
     /// Tasks and nodes by state, for Metrics.
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)>;
 }

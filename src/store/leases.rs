@@ -227,6 +227,31 @@ impl<C: Sql> Leases for C {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    fn lease_page(
+        &self,
+        prefix: &str,
+        owner: Option<&str>,
+        after: Option<(&str, u64)>,
+        limit: u64,
+    ) -> Result<Vec<LeaseRow>> {
+        let mut stmt = self.conn().prepare_cached(&format!(
+            "SELECT {LEASE_COLUMNS} FROM locks
+             WHERE resource_key >= ?1 AND substr(resource_key, 1, length(?1)) = ?1
+               AND (?2 IS NULL OR owner = ?2)
+               AND (?3 IS NULL OR resource_key > ?3 OR (resource_key = ?3 AND fencing_token > ?4))
+             ORDER BY resource_key, fencing_token LIMIT ?5 + 0"
+        ))?;
+        let (after_key, after_token) = match after {
+            Some((key, token)) => (Some(key), token as i64),
+            None => (None, 0),
+        };
+        let rows = stmt.query_map(
+            params![prefix, owner, after_key, after_token, limit],
+            lease_row,
+        )?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
         self.with(
             "INSERT INTO locks (resource_key, kind, path, lease_id, owner, provider, fencing_token,

@@ -108,6 +108,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_agent_name_owners",
         sql: include_str!("../../migrations/0019_agent_name_owners.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_nodes_by_position",
+        sql: include_str!("../../migrations/0020_nodes_by_position.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

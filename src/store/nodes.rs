@@ -451,7 +451,12 @@ impl<C: Sql> Nodes for C {
         )?)
     }
 
-    fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
+    fn task_report(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<Option<TaskStatusResult>> {
         let Some(task) = self
             .with(
                 "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
@@ -466,15 +471,25 @@ impl<C: Sql> Nodes for C {
             .map(|s| (s.as_str().to_string(), 0))
             .collect();
         let mut stmt = self.conn().prepare_cached(
-            "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
-                    lease_expires_at, result, error, updated_at
-             FROM nodes WHERE task_id = ?1 ORDER BY position",
+            "SELECT state, COUNT(*) FROM nodes WHERE task_id = ?1 GROUP BY state",
         )?;
         let mut rows = stmt.query([task_id])?;
+        while let Some(r) = rows.next()? {
+            let state = node_state(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
+            *counts.entry(state.as_str().to_string()).or_default() += r.get::<_, u64>(1)?;
+        }
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
+                    lease_expires_at, result, error, updated_at
+             FROM nodes WHERE task_id = ?1
+               AND (?2 IS NULL
+                    OR position > (SELECT position FROM nodes WHERE task_id = ?1 AND node_id = ?2))
+             ORDER BY position LIMIT ?3 + 0",
+        )?;
+        let mut rows = stmt.query(params![task_id, after, limit])?;
         let mut nodes = Vec::new();
         while let Some(r) = rows.next()? {
             let state = node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?;
-            *counts.entry(state.as_str().to_string()).or_default() += 1;
             let dependencies: String = r.get(3)?;
             nodes.push(NodeSummary {
                 node_id: r.get(0)?,
@@ -494,18 +509,29 @@ impl<C: Sql> Nodes for C {
             task,
             counts,
             nodes,
+            next: None,
         }))
     }
 
-    fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult> {
+    fn list_tasks(
+        &self,
+        status: Option<TaskStatus>,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<ListTasksResult> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
-             WHERE (?1 IS NULL OR status = ?1) ORDER BY created_seq DESC LIMIT ?2 + 0",
+             WHERE (?1 IS NULL OR status = ?1)
+               AND (?2 IS NULL OR created_seq < (SELECT created_seq FROM tasks WHERE task_id = ?2))
+             ORDER BY created_seq DESC LIMIT ?3 + 0",
         )?;
         let tasks = stmt
-            .query_map(params![status.map(TaskStatus::as_str), limit], summary)?
+            .query_map(
+                params![status.map(TaskStatus::as_str), after, limit],
+                summary,
+            )?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks })
+        Ok(ListTasksResult { tasks, next: None })
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {

@@ -239,13 +239,21 @@ impl<C: Sql> Records for C {
     }
 
     /// Every live record (of one namespace, or all), and the head revision of the snapshot.
-    fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)> {
+    fn export(
+        &self,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: u64,
+    ) -> Result<(Vec<Record>, u64)> {
         let revision = super::boundary::Meta::head_revision(self)? as u64;
         let mut stmt = self.conn().prepare_cached(
             "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
-             WHERE deleted = 0 AND (?1 IS NULL OR namespace = ?1) ORDER BY namespace, key",
+             WHERE deleted = 0 AND (?1 IS NULL OR namespace = ?1)
+               AND (?2 IS NULL OR namespace > ?2 OR (namespace = ?2 AND key > ?3))
+             ORDER BY namespace, key LIMIT ?4 + 0",
         )?;
-        let rows = stmt.query_map(params![namespace], |r| {
+        let (after_ns, after_key) = after.unzip();
+        let rows = stmt.query_map(params![namespace, after_ns, after_key, limit], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,

@@ -120,6 +120,50 @@ def test_a_pipeline_of_any_length_returns(daemon: Daemon) -> None:
         assert c.get("many", "k99").value == 99_999
 
 
+def test_lists_follow_next_to_the_end(daemon: Daemon) -> None:
+    # Each list is longer than one page (1000): the client follows `next` for the user.
+    with Client(daemon.socket) as c:
+        p = c.pipeline()
+        for i in range(1500):
+            p.set("wide", f"k{i:04}", i)
+        for i in range(1200):
+            p.set("deep", "k", i)
+        for i in range(1100):
+            p.call("AcquireResourceLock", {"resource_key": f"job:{i:04}", "owner": "w", "ttl_secs": 60})
+        p.execute()
+        exported = c.export("wide")
+        assert [r.key for r in exported] == [f"k{i:04}" for i in range(1500)]
+        assert len(c.export()) == 1501
+        versions = [h["version"] for h in c.history("deep", "k")]
+        assert versions == list(range(1200, 0, -1))
+        assert [h["version"] for h in c.history("deep", "k", limit=1100)][-1] == 101
+        assert len(c.list_locks(prefix="job:")) == 1100
+        task = c.register_task("wide", [{"id": f"n{i:04}"} for i in range(2100)])["task_id"]
+        status = c.task_status(task)
+        assert len(status["nodes"]) == 2100 and status["next"] is None
+        assert status["counts"]["PENDING"] == 2100
+        page = c.list("wide", limit=1000)
+        assert page.next == page.next_after == "k0999"
+        assert len(c.list("wide", limit=1000, after=page.next).records) == 500
+
+
+async def _async_lists(socket: str) -> None:
+    async with AsyncClient(socket) as c:
+        assert len(await c.export("wide")) == 1500
+        assert len(await c.list_locks(prefix="job:")) == 1100
+
+
+def test_async_lists_follow_next_too(daemon: Daemon) -> None:
+    with Client(daemon.socket) as c:
+        p = c.pipeline()
+        for i in range(1500):
+            p.set("wide", f"k{i:04}", i)
+        for i in range(1100):
+            p.call("AcquireResourceLock", {"resource_key": f"job:{i:04}", "owner": "w", "ttl_secs": 60})
+        p.execute()
+    asyncio.run(_async_lists(daemon.socket))
+
+
 def test_lock_heartbeats_releases_with_outcome_and_refuses_when_busy(daemon: Daemon) -> None:
     with Client(daemon.socket) as c, Client(daemon.socket) as other:
         with c.lock("file:./src//lib.rs", owner="editor", ttl_secs=2) as lease:

@@ -241,6 +241,32 @@ def decode(line: bytes, request_id: int) -> Any:
     return answer.get("result")
 
 
+# The largest page batond serves (DescribeInterface `limits.max_page`).
+MAX_PAGE = 1000
+
+
+def first_page(params: Dict[str, Any], total: Optional[int]) -> Dict[str, Any]:
+    """The params of a paged read's first page, asking for no more than `total` items."""
+    return dict(params, limit=min(total, MAX_PAGE)) if total is not None else dict(params)
+
+
+def next_page(
+    params: Dict[str, Any], result: Dict[str, Any], fields: List[str], joined: Dict[str, List[Any]], total: Optional[int]
+) -> Optional[Dict[str, Any]]:
+    """Adds a page's items of `fields` to `joined`; the params of the next page, or None
+    when batond said nothing follows (`next` null) or `total` items of `fields[0]` came."""
+    for field in fields:
+        joined.setdefault(field, []).extend(result.get(field) or [])
+    cursor = result.get("next")
+    have = len(joined[fields[0]])
+    if cursor is None or (total is not None and have >= total):
+        return None
+    params = dict(params, after=cursor)
+    if total is not None:
+        params["limit"] = min(total - have, MAX_PAGE)
+    return params
+
+
 def drop_none(**params: Any) -> Dict[str, Any]:
     """Params without the ones left at None (the daemon's defaults apply)."""
     return {k: v for k, v in params.items() if v is not None}

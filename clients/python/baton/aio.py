@@ -92,6 +92,22 @@ class AsyncClient:
             raise BatonError(f"{method} answered {result!r}, not an object", kind="protocol")
         return result
 
+    async def _pages(
+        self, method: str, params: Dict[str, Any], fields: List[str], total: Optional[int] = None
+    ) -> Dict[str, Any]:
+        """A paged read followed to its end (or to `total` items of `fields[0]`): the first
+        page's answer with the items of `fields` of every page."""
+        joined: Dict[str, List[Any]] = {}
+        first: Optional[Dict[str, Any]] = None
+        cursor: Any = None
+        step: Optional[Dict[str, Any]] = _common.first_page(params, total)
+        while step is not None:
+            page = await self._dict(method, step)
+            first = first if first is not None else page
+            cursor = page.get("next")
+            step = _common.next_page(step, page, fields, joined, total)
+        return dict(first or {}, **joined, next=cursor)
+
     # -- versioned state -------------------------------------------------------------
 
     async def get(self, namespace: str, key: str) -> Optional[Record]:
@@ -129,16 +145,20 @@ class AsyncClient:
         self, namespace: str, *, prefix: Optional[str] = None, limit: Optional[int] = None, after: Optional[str] = None
     ) -> Page:
         r = await self.call("List", _common.list_params(namespace, prefix=prefix, limit=limit, after=after))
-        return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next_after"))
+        return Page([Record.from_wire(x, namespace) for x in r["records"]], r.get("next", r.get("next_after")))
 
     async def history(
         self, namespace: str, key: str, *, limit: Optional[int] = None, before_version: Optional[int] = None
     ) -> List[Dict[str, Any]]:
-        """Every version of a key, newest first."""
-        r = await self.call(
-            "History", _common.history_params(namespace, key, limit=limit, before_version=before_version)
-        )
-        return list(r["history"])
+        """Versions of a key, newest first: every one kept, or the newest `limit`."""
+        params = _common.history_params(namespace, key, limit=None, before_version=before_version)
+        return list((await self._pages("History", params, ["history"], limit))["history"])
+
+    async def export(self, namespace: Optional[str] = None) -> List[Record]:
+        """Every live record of a namespace (or of all), in (namespace, key) order, read a
+        page at a time (each page a snapshot of its own)."""
+        r = await self._pages("Export", _common.drop_none(namespace=namespace), ["records"])
+        return [Record.from_wire(x) for x in r["records"]]
 
     async def txn(
         self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
@@ -224,8 +244,9 @@ class AsyncClient:
         return await self._dict("ResourceLockStatus", {"resource_key": resource_key})
 
     async def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
-        r = await self.call("ListResourceLocks", _common.list_locks_params(prefix=prefix, owner=owner))
-        return list(r["locks"])
+        """Every live lease (all pages), optionally by key prefix or owner."""
+        params = _common.list_locks_params(prefix=prefix, owner=owner)
+        return list((await self._pages("ListResourceLocks", params, ["locks", "waiting"]))["locks"])
 
     async def wait_lock(self, resource_key: str, timeout_ms: int) -> Dict[str, Any]:
         """Waits up to `timeout_ms` until the key is free, without taking it: status
@@ -252,7 +273,7 @@ class AsyncClient:
 
     async def list_agents(self) -> List[Dict[str, Any]]:
         """Live agents: name, role, last_seen, locks, nodes, unread."""
-        return list((await self._dict("ListAgents", {}))["agents"])
+        return list((await self._pages("ListAgents", {}, ["agents"]))["agents"])
 
     async def send(
         self,
@@ -345,12 +366,14 @@ class AsyncClient:
         return await self._dict("CommitEvent", _common.commit_event_params(node, action_type, payload))
 
     async def task_status(self, task_id: str) -> Dict[str, Any]:
-        return await self._dict("TaskStatus", {"task_id": task_id})
+        """The task, its node counts and every node (all pages)."""
+        return await self._pages("TaskStatus", {"task_id": task_id}, ["nodes"])
 
     async def list_tasks(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Tasks, newest first; `status`: running, completed, failed or cancelled."""
-        r = await self.call("ListTasks", _common.list_tasks_params(status=status, limit=limit))
-        return list(r["tasks"])
+        """Tasks, newest first (all, or the newest `limit`); `status`: running, completed,
+        failed or cancelled."""
+        params = _common.list_tasks_params(status=status, limit=None)
+        return list((await self._pages("ListTasks", params, ["tasks"], limit))["tasks"])
 
     async def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("CancelTask", {"task_id": task_id})

@@ -51,6 +51,11 @@ class Page:
     records: List[Record]
     next_after: Optional[str]
 
+    @property
+    def next(self) -> Optional[str]:
+        """The cursor for the next page (pass it as `after`); None on the last."""
+        return self.next_after
+
 
 @dataclass(frozen=True)
 class Event:

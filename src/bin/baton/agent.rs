@@ -72,7 +72,7 @@ pub async fn agent(command: AgentCommand, out: &Out, conn: &mut Connection) -> O
 
 pub async fn agents(out: &Out, conn: &mut Connection) -> Outcome {
     if let Some(r) = out
-        .answer::<ListAgentsResult>(conn, "ListAgents", &json!({}))
+        .pages::<ListAgentsResult>(conn, "ListAgents", &json!({}), &["agents"], None)
         .await?
     {
         let rows: Vec<Vec<String>> = r

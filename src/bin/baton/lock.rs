@@ -188,13 +188,15 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
         }
         LockCommand::List { prefix, owner } => {
             let answer = out
-                .answer::<ListResourceLocksResult>(
+                .pages::<ListResourceLocksResult>(
                     conn,
                     "ListResourceLocks",
                     &params(vec![
                         ("prefix", prefix.map(Value::from)),
                         ("owner", owner.map(Value::from)),
                     ]),
+                    &["locks", "waiting"],
+                    None,
                 )
                 .await?;
             let Some(r) = answer else { return Ok(0) };

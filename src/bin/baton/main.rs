@@ -130,14 +130,15 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             limit,
         } => {
             let answer = out
-                .answer::<ListResult>(
+                .pages::<ListResult>(
                     conn,
                     "List",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
                         ("prefix", prefix.map(Value::from)),
-                        ("limit", Some(json!(limit))),
                     ]),
+                    &["records"],
+                    Some(limit),
                 )
                 .await?;
             let Some(r) = answer else { return Ok(0) };
@@ -158,8 +159,8 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
                 &["KEY", "VERSION", "VALUE", "UPDATED_BY", "UPDATED_AT"],
                 &rows,
             );
-            if let Some(after) = &r.next_after {
-                eprintln!("more: --prefix or a larger --limit (next page after {after})");
+            if let Some(after) = &r.next {
+                eprintln!("more after {after}: give a larger --limit, or a --prefix");
             }
             Ok(0)
         }
@@ -169,17 +170,18 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             limit,
         } => {
             let answer = out
-                .answer::<HistoryResult>(
+                .pages::<HistoryResult>(
                     conn,
                     "History",
                     &params(vec![
                         ("namespace", Some(json!(namespace))),
                         ("key", Some(json!(key))),
-                        ("limit", limit.map(Value::from)),
                     ]),
+                    &["history"],
+                    limit,
                 )
                 .await?;
-            let Some(HistoryResult { history }) = answer else {
+            let Some(HistoryResult { history, .. }) = answer else {
                 return Ok(0);
             };
             if history.is_empty() {

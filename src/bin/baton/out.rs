@@ -55,6 +55,68 @@ impl Out {
         Ok(Some(read(method, &result)?))
     }
 
+    /// Calls a paged `method`, following `next` until the end or until `total` items of
+    /// `fields[0]` have come, and answers as one page: the arrays of `fields` joined, the
+    /// rest of the first page, and the last page's `next` (null unless `total` stopped it).
+    /// With --json, prints that and returns `None`.
+    pub async fn pages<R: Answer>(
+        &self,
+        conn: &mut Connection,
+        method: &str,
+        params: &Value,
+        fields: &[&str],
+        total: Option<u64>,
+    ) -> Result<Option<R>, Failure> {
+        let mut params = params.clone();
+        let mut joined: Option<Value> = None;
+        let mut count = 0u64;
+        loop {
+            if let Some(total) = total {
+                params["limit"] = Value::from((total - count).min(baton::methods::MAX_PAGE));
+            }
+            let page: Value = serde_json::from_str(conn.call_raw(method, &params).await?.get())
+                .map_err(|e| Failure::new(1, format!("{method} answered what is not JSON: {e}")))?;
+            let next = page.get("next").cloned().unwrap_or(Value::Null);
+            let whole = joined.get_or_insert_with(|| {
+                let mut first = page.clone();
+                for field in fields {
+                    first[*field] = Value::Array(Vec::new());
+                }
+                first
+            });
+            for field in fields {
+                if let (Some(Value::Array(items)), Some(Value::Array(all))) =
+                    (page.get(*field), whole.get_mut(*field))
+                {
+                    if field == &fields[0] {
+                        count += items.len() as u64;
+                    }
+                    all.extend(items.iter().cloned());
+                }
+            }
+            whole["next"] = next.clone();
+            if whole.get("next_after").is_some() {
+                // List's older name for it.
+                whole["next_after"] = next.clone();
+            }
+            if next.is_null() || total.is_some_and(|total| count >= total) {
+                break;
+            }
+            params["after"] = next;
+        }
+        let whole = joined.unwrap_or(Value::Null);
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&whole).unwrap_or_default()
+            );
+            return Ok(None);
+        }
+        let whole = serde_json::value::to_raw_value(&whole)
+            .map_err(|e| Failure::new(1, format!("{method}: {e}")))?;
+        Ok(Some(read(method, &whole)?))
+    }
+
     /// Rows under a header, columns aligned.
     pub fn table(&self, header: &[&str], rows: &[Vec<String>]) {
         let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();

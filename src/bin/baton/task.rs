@@ -33,7 +33,13 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
         }
         TaskCommand::Status { task_id } => {
             let answer = out
-                .answer::<TaskStatusResult>(conn, "TaskStatus", &json!({"task_id": task_id}))
+                .pages::<TaskStatusResult>(
+                    conn,
+                    "TaskStatus",
+                    &json!({"task_id": task_id}),
+                    &["nodes"],
+                    None,
+                )
                 .await?;
             let Some(r) = answer else { return Ok(0) };
             let t = &r.task;
@@ -62,13 +68,12 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
         }
         TaskCommand::List { status, limit } => {
             let answer = out
-                .answer::<ListTasksResult>(
+                .pages::<ListTasksResult>(
                     conn,
                     "ListTasks",
-                    &params(vec![
-                        ("status", status.map(Value::from)),
-                        ("limit", limit.map(Value::from)),
-                    ]),
+                    &params(vec![("status", status.map(Value::from))]),
+                    &["tasks"],
+                    limit,
                 )
                 .await?;
             let Some(r) = answer else { return Ok(0) };

@@ -38,7 +38,7 @@ pub async fn token(command: TokenCommand, out: &Out, conn: &mut Connection) -> O
         }
         TokenCommand::List => {
             let answer = out
-                .answer::<ListTokensResult>(conn, "ListTokens", &json!({}))
+                .pages::<ListTokensResult>(conn, "ListTokens", &json!({}), &["tokens"], None)
                 .await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r

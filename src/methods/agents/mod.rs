@@ -107,10 +107,13 @@ impl Method for EndSessionParams {
 
 impl Method for ListAgentsParams {
     const NAME: &'static str = "ListAgents";
-    const SUMMARY: &'static str = "Live agents: name, role, when seen, what each holds and how many unread messages it has (never a session id).";
+    const SUMMARY: &'static str = "Live agents by name: role, when seen, what each holds and how many unread messages it has (never a session id); page with `after` = next.";
     type Output = ListAgentsResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
-        Ok(read::<Self>(false, rules::list))
+        let limit = super::paging::page_limit(self.limit, super::paging::MAX_PAGE)?;
+        Ok(read::<Self>(false, move |storage| {
+            rules::list(storage, self.after.as_deref(), limit)
+        }))
     }
 }
 

@@ -387,10 +387,16 @@ pub fn ack(ctx: &mut WriteCtx<'_>, presented: &Presented, up_to: u64) -> Result<
     Ok(AckMessagesResult { acked, unread })
 }
 
-/// ListAgents: live sessions with what their names hold and their unread count.
-pub fn list(storage: &dyn Storage) -> Result<ListAgentsResult> {
+/// ListAgents: a page of live sessions by name, after `after`, with what their names hold
+/// and their unread count.
+pub fn list(storage: &dyn Storage, after: Option<&str>, limit: u64) -> Result<ListAgentsResult> {
+    let mut sessions = storage.sessions()?;
+    sessions.sort_by(|a, b| a.name.cmp(&b.name));
+    sessions.retain(|s| after.is_none_or(|after| s.name.as_str() > after));
+    let more = sessions.len() as u64 > limit;
+    sessions.truncate(limit as usize);
     let mut agents = Vec::new();
-    for s in storage.sessions()? {
+    for s in sessions {
         let locks = storage
             .leases("", Some(&s.name))?
             .into_iter()
@@ -414,7 +420,11 @@ pub fn list(storage: &dyn Storage) -> Result<ListAgentsResult> {
             locks,
         });
     }
-    Ok(ListAgentsResult { agents })
+    let next = match super::super::paging::cut(&mut agents, limit)? || more {
+        true => agents.last().map(|a| a.name.clone()),
+        false => None,
+    };
+    Ok(ListAgentsResult { agents, next })
 }
 
 /// Ends sessions whose deadline passed and answers reads whose wait ran out (empty).

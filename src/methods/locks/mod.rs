@@ -178,11 +178,28 @@ impl Method for ResourceLockStatusParams {
 impl Method for ListResourceLocksParams {
     const NAME: &'static str = "ListResourceLocks";
     const SUMMARY: &'static str =
-        "Live leases, optionally by key prefix or owner (lease ids are never shown).";
+        "Live leases, optionally by key prefix or owner (lease ids are never shown); page with `after` = next.";
     type Output = ListResourceLocksResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let limit = super::paging::page_limit(self.limit, super::paging::MAX_PAGE)?;
+        let after: Option<(String, u64)> = self
+            .after
+            .as_deref()
+            .map(|after| super::paging::parse_cursor(after, "ListResourceLocks"))
+            .transpose()?;
+        let visible = cx.visible();
         write::<Self>(cx, None, move |ctx| {
-            rules::list(ctx, self.prefix.as_deref(), self.owner.as_deref())
+            let page = rules::Page {
+                after: after.as_ref().map(|(key, token)| (key.as_str(), *token)),
+                limit,
+            };
+            rules::list(
+                ctx,
+                self.prefix.as_deref(),
+                self.owner.as_deref(),
+                page,
+                visible.as_deref(),
+            )
         })
     }
 }

@@ -508,15 +508,41 @@ pub fn status(
     })
 }
 
+/// A page of ListResourceLocks: the leases after (key, fencing token), at most `limit`.
+pub struct Page<'a> {
+    pub after: Option<(&'a str, u64)>,
+    pub limit: u64,
+}
+
+/// ListResourceLocks: a page of live leases (those the caller's `locks:` grants cover, for
+/// a token that is not an admin) and the waiters of the keys the page spans.
 pub fn list(
     ctx: &mut WriteCtx<'_>,
     prefix: Option<&str>,
     owner: Option<&str>,
+    page: Page<'_>,
+    visible: Option<&super::super::auth::Principal>,
 ) -> Result<ListResourceLocksResult> {
     let prefix = prefix.unwrap_or("");
-    let locks = ctx
-        .leases()
-        .leases(prefix, owner)?
+    let sees = |key: &str| visible.is_none_or(|p| p.scopes.allows_lock(key));
+    // Read on until the page is full of leases the caller may see, or the leases end.
+    let mut rows: Vec<LeaseRow> = Vec::new();
+    let mut cursor = page.after.map(|(key, token)| (key.to_string(), token));
+    loop {
+        let after = cursor.as_ref().map(|(key, token)| (key.as_str(), *token));
+        let chunk = ctx
+            .leases()
+            .lease_page(prefix, owner, after, page.limit + 1)?;
+        let ended = (chunk.len() as u64) <= page.limit;
+        if let Some(last) = chunk.last() {
+            cursor = Some((last.resource_key.clone(), last.fencing_token));
+        }
+        rows.extend(chunk.into_iter().filter(|row| sees(&row.resource_key)));
+        if ended || rows.len() as u64 > page.limit {
+            break;
+        }
+    }
+    let mut locks = rows
         .iter()
         .map(|row| {
             Ok(LockEntry {
@@ -525,11 +551,31 @@ pub fn list(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let more = super::super::paging::cut(&mut locks, page.limit)?;
+    let next = match (more, rows.get(locks.len().wrapping_sub(1))) {
+        (true, Some(last)) => Some(super::super::paging::cursor(&(
+            &last.resource_key,
+            last.fencing_token,
+        ))?),
+        _ => None,
+    };
+    // The waiters of the keys from the previous page's last key (excluded; a key split
+    // between pages shows its waiters on its first) to this page's last (included).
+    let low = page.after.map(|(key, _)| key);
+    let high = next
+        .as_ref()
+        .and(locks.last().map(|l| l.resource_key.as_str()));
+    let spanned = |key: &str| {
+        key.starts_with(prefix)
+            && low.is_none_or(|low| key > low)
+            && high.is_none_or(|high| key <= high)
+            && sees(key)
+    };
     let mut waiting: Vec<WaitingEntry> = if ctx.leases().shared_waits().is_some() {
         // Every daemon's waiters, each key's in the order they are served.
         let waits = ctx.locks.queued_anywhere.iter();
         waits
-            .filter(|(key, _)| key.starts_with(prefix))
+            .filter(|(key, _)| spanned(key))
             .flat_map(|(_, waits)| waits.values())
             .filter(|w| owner.is_none_or(|o| o == w.owner))
             .map(|w| WaitingEntry {
@@ -543,7 +589,7 @@ pub fn list(
         let schedule = &ctx.locks.schedule;
         schedule
             .queue_keys(Queue::Acquire)
-            .filter(|key| key.starts_with(prefix))
+            .filter(|key| spanned(key))
             .flat_map(|key| schedule.waiters(Queue::Acquire, key))
             .filter_map(|wait| match wait {
                 Wait::Acquire(w) if owner.is_none_or(|o| o == w.request.owner) => {
@@ -559,7 +605,11 @@ pub fn list(
             .collect()
     };
     waiting.sort_by(|a, b| a.resource_key.cmp(&b.resource_key));
-    Ok(ListResourceLocksResult { locks, waiting })
+    Ok(ListResourceLocksResult {
+        locks,
+        waiting,
+        next,
+    })
 }
 
 pub fn wait(

@@ -18,7 +18,7 @@ use crate::protocol::journal::EventType;
 use crate::store::boundary::NewNode;
 
 use super::state::{check_value, Json};
-use super::{limit_or_default, read, write, write_or_wait, Ctx, Method, Plan};
+use super::{limit_or_default, paging, read, write, write_or_wait, Ctx, Method, Plan};
 
 /// Most nodes one task may have.
 pub const MAX_NODES: usize = 100_000;
@@ -451,20 +451,35 @@ impl Method for CommitEventParams {
 
 impl Method for TaskStatusParams {
     const NAME: &'static str = "TaskStatus";
-    const SUMMARY: &'static str = "A task's status (running, completed, failed, cancelled), node counts by state, and every node.";
+    const SUMMARY: &'static str = "A task's status (running, completed, failed, cancelled), node counts by state, and its nodes in registration order (page with `after` = next).";
     type Output = TaskStatusResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
+        let limit = paging::page_limit(self.limit, paging::MAX_PAGE)?;
         Ok(read::<Self>(false, move |storage| {
-            storage
-                .task_report(&self.task_id)?
-                .ok_or_else(|| rules::no_task(&self.task_id))
+            let after = self.after.as_deref();
+            let mut report = storage
+                .task_report(&self.task_id, after, limit + 1)?
+                .ok_or_else(|| rules::no_task(&self.task_id))?;
+            if let Some(after) = after {
+                if storage.node(&self.task_id, after)?.is_none() {
+                    return Err(Error::Invalid(format!(
+                        "after `{after}` is no node of task `{}`; pass the `next` of the previous page unchanged, or omit after to start at the first node",
+                        self.task_id
+                    )));
+                }
+            }
+            if paging::cut(&mut report.nodes, limit)? {
+                report.next = report.nodes.last().map(|n| n.node_id.clone());
+            }
+            Ok(report)
         }))
     }
 }
 
 impl Method for ListTasksParams {
     const NAME: &'static str = "ListTasks";
-    const SUMMARY: &'static str = "Tasks, newest first, optionally by status.";
+    const SUMMARY: &'static str =
+        "Tasks, newest first, optionally by status; page with `after` = next.";
     type Output = ListTasksResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
         let status = match &self.status {
@@ -479,7 +494,19 @@ impl Method for ListTasksParams {
         };
         let limit = limit_or_default(self.limit)?;
         Ok(read::<Self>(false, move |storage| {
-            storage.list_tasks(status, limit)
+            let after = self.after.as_deref();
+            if let Some(after) = after {
+                if storage.task_status(after)?.is_none() {
+                    return Err(Error::Invalid(format!(
+                        "after `{after}` is no task; pass the `next` of the previous page unchanged, or omit after to start at the newest task"
+                    )));
+                }
+            }
+            let mut listed = storage.list_tasks(status, after, limit + 1)?;
+            if paging::cut(&mut listed.tasks, limit)? {
+                listed.next = listed.tasks.last().map(|t| t.task_id.clone());
+            }
+            Ok(listed)
         }))
     }
 }

@@ -101,6 +101,27 @@ impl Leases for PgConn {
         )
     }
 
+    fn lease_page(
+        &self,
+        prefix: &str,
+        owner: Option<&str>,
+        after: Option<(&str, u64)>,
+        limit: u64,
+    ) -> Result<Vec<LeaseRow>> {
+        let (after_key, after_token) = match after {
+            Some((key, token)) => (Some(key), token as i64),
+            None => (None, 0),
+        };
+        self.leases_where(
+            "WHERE resource_key >= $1 AND substr(resource_key, 1, length($1)) = $1
+               AND ($2::text IS NULL OR owner = $2)
+               AND ($3::text IS NULL OR resource_key > $3
+                    OR (resource_key = $3 AND fencing_token > $4))
+             ORDER BY resource_key, fencing_token LIMIT $5",
+            &[&prefix, &owner, &after_key, &after_token, &(limit as i64)],
+        )
+    }
+
     fn insert_lease(&self, l: &NewLease<'_>) -> Result<()> {
         // Deferred: it goes out with the next statement, or the commit.
         self.touch(super::LOCKS).defer(format!(

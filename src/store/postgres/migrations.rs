@@ -39,6 +39,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "agent_name_owners",
         include_str!("../../../migrations/postgres/0006_agent_name_owners.sql"),
     ),
+    (
+        7,
+        "nodes_by_position",
+        include_str!("../../../migrations/postgres/0007_nodes_by_position.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).

@@ -413,7 +413,12 @@ impl Nodes for PgConn {
         )?))
     }
 
-    fn task_report(&self, task_id: &str) -> Result<Option<TaskStatusResult>> {
+    fn task_report(
+        &self,
+        task_id: &str,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<Option<TaskStatusResult>> {
         let Some(task) = self.query_opt(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = $1",
             &[&task_id],
@@ -426,16 +431,25 @@ impl Nodes for PgConn {
             .iter()
             .map(|s| (s.as_str().to_string(), 0))
             .collect();
+        for r in self.query(
+            "SELECT state, count(*) FROM nodes WHERE task_id = $1 GROUP BY state",
+            &[&task_id],
+        )? {
+            let state = node_state(r.get(0))?;
+            *counts.entry(state.as_str().to_string()).or_default() += u(r.get(1));
+        }
         let rows = self.query(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
-             FROM nodes WHERE task_id = $1 ORDER BY position",
-            &[&task_id],
+             FROM nodes WHERE task_id = $1
+               AND ($2::text IS NULL
+                    OR position > (SELECT position FROM nodes WHERE task_id = $1 AND node_id = $2))
+             ORDER BY position LIMIT $3",
+            &[&task_id, &after, &i(limit)],
         )?;
         let mut nodes = Vec::with_capacity(rows.len());
         for r in &rows {
             let state = node_state(r.get(2))?;
-            *counts.entry(state.as_str().to_string()).or_default() += 1;
             nodes.push(NodeSummary {
                 node_id: r.get(0),
                 name: r.get(1),
@@ -454,17 +468,26 @@ impl Nodes for PgConn {
             task,
             counts,
             nodes,
+            next: None,
         }))
     }
 
-    fn list_tasks(&self, status: Option<TaskStatus>, limit: u64) -> Result<ListTasksResult> {
+    fn list_tasks(
+        &self,
+        status: Option<TaskStatus>,
+        after: Option<&str>,
+        limit: u64,
+    ) -> Result<ListTasksResult> {
         let rows = self.query(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
-             WHERE ($1::text IS NULL OR status = $1) ORDER BY created_seq DESC LIMIT $2",
-            &[&status.map(TaskStatus::as_str), &i(limit)],
+             WHERE ($1::text IS NULL OR status = $1)
+               AND ($2::text IS NULL
+                    OR created_seq < (SELECT created_seq FROM tasks WHERE task_id = $2))
+             ORDER BY created_seq DESC LIMIT $3",
+            &[&status.map(TaskStatus::as_str), &after, &i(limit)],
         )?;
         let tasks = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks })
+        Ok(ListTasksResult { tasks, next: None })
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {

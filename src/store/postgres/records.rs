@@ -142,14 +142,22 @@ impl Records for PgConn {
             .collect()
     }
 
-    fn export(&self, namespace: Option<&str>) -> Result<(Vec<Record>, u64)> {
+    fn export(
+        &self,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: u64,
+    ) -> Result<(Vec<Record>, u64)> {
         let revision: i64 = self
             .query_one("SELECT value FROM meta WHERE name = 'revision'", &[])?
             .get(0);
+        let (after_ns, after_key) = after.unzip();
         let rows = self.query(
             "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
-             WHERE NOT deleted AND ($1::text IS NULL OR namespace = $1) ORDER BY namespace, key",
-            &[&namespace],
+             WHERE NOT deleted AND ($1::text IS NULL OR namespace = $1)
+               AND ($2::text IS NULL OR namespace > $2 OR (namespace = $2 AND key > $3))
+             ORDER BY namespace, key LIMIT $4",
+            &[&namespace, &after_ns, &after_key, &(limit as i64)],
         )?;
         let mut records = Vec::with_capacity(rows.len());
         for r in &rows {
