@@ -89,6 +89,31 @@ def test_lock_commands(daemon: Daemon) -> None:
     assert plain.returncode == 5 and plain.stdout == "" and "already held by ci" in plain.stderr
 
 
+def test_lists_follow_next_for_the_user(daemon: Daemon) -> None:
+    # More than one page (1000) of each: the CLI follows `next` and shows them all.
+    from baton import Client
+
+    with Client(daemon.socket) as c:
+        p = c.pipeline()
+        for i in range(1100):
+            p.set("wide", f"k{i:04}", i)
+            p.call("AcquireResourceLock", {"resource_key": f"job:{i:04}", "owner": "w", "ttl_secs": 60})
+        p.execute()
+        task = c.register_task("wide", [{"id": f"n{i:04}"} for i in range(1100)])["task_id"]
+    locks = baton(daemon, "lock", "list")
+    assert locks.returncode == 0, locks.stderr
+    assert len(locks.stdout.splitlines()) == 1 + 1100
+    listed = js(baton(daemon, "--json", "lock", "list"))
+    assert len(listed["locks"]) == 1100 and listed["next"] is None
+    status = js(baton(daemon, "--json", "task", "status", task))
+    assert len(status["nodes"]) == 1100 and status["counts"]["PENDING"] == 1100
+    keys = baton(daemon, "list", "wide", "--limit", "1050")
+    assert len(keys.stdout.splitlines()) == 1 + 1050
+    assert "more after k1049" in keys.stderr
+    everything = js(baton(daemon, "--json", "list", "wide", "--limit", "5000"))
+    assert len(everything["records"]) == 1100 and everything["next"] is None
+
+
 def test_task_and_event_commands(daemon: Daemon, tmp_path: Path) -> None:
     spec = {"goal": "ship", "nodes": [{"id": "a"}, {"id": "b", "dependencies": ["a"]}]}
     (tmp_path / "task.json").write_text(json.dumps(spec))
