@@ -175,7 +175,88 @@ impl Event {
     }
 }
 
+/// The one condition of a filter that a journal read looks events up by (each has an
+/// index); the others are checked on what it finds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Narrowest<'a> {
+    Task(&'a str),
+    /// Keys of one namespace from `from` (a key prefix; empty: every key), below `to`
+    /// (None: no bound).
+    Keys {
+        namespace: &'a str,
+        from: &'a str,
+        to: Option<String>,
+    },
+    Namespace(&'a str),
+    /// Resource keys from a prefix, below the next string after every key it starts.
+    Resources {
+        from: &'a str,
+        to: Option<String>,
+    },
+    Type(&'a str),
+    /// Types from a prefix (`kv.*` -> `kv.`).
+    Types {
+        from: &'a str,
+        to: Option<String>,
+    },
+    /// Nothing to look up by: the journal in order, within the scan budget.
+    Everything,
+}
+
+/// The least string greater than every string that starts with `prefix` (None: no such
+/// string, as for the empty prefix): the prefix with its last character replaced by the
+/// next one, in code point order, which is UTF-8's byte order.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last as u32 {
+            0xD7FF => Some('\u{E000}'),
+            n => char::from_u32(n + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 impl EventFilter {
+    /// What a read looks events up by: a task, else keys of a namespace, a namespace,
+    /// resource keys, then one type (or type prefix).
+    pub fn narrowest(&self) -> Narrowest<'_> {
+        if let Some(task_id) = &self.task_id {
+            return Narrowest::Task(task_id);
+        }
+        match (&self.namespace, &self.key_prefix) {
+            (Some(namespace), Some(prefix)) => {
+                return Narrowest::Keys {
+                    namespace,
+                    from: prefix,
+                    to: prefix_end(prefix),
+                }
+            }
+            (Some(namespace), None) => return Narrowest::Namespace(namespace),
+            _ => {}
+        }
+        if let Some(prefix) = &self.resource_prefix {
+            return Narrowest::Resources {
+                from: prefix,
+                to: prefix_end(prefix),
+            };
+        }
+        match self.types.as_deref() {
+            Some([one]) => match one.strip_suffix('*') {
+                Some(prefix) => Narrowest::Types {
+                    from: prefix,
+                    to: prefix_end(prefix),
+                },
+                None => Narrowest::Type(one),
+            },
+            _ => Narrowest::Everything,
+        }
+    }
+
     pub fn matches(
         &self,
         kind: &str,
@@ -208,6 +289,58 @@ impl EventFilter {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod narrowest_tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_ends_before_the_next_string_that_does_not_start_with_it() {
+        assert_eq!(prefix_end("kv."), Some("kv/".into()));
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("a\u{D7FF}"), Some("a\u{E000}".into()));
+        assert_eq!(prefix_end("a\u{10FFFF}"), Some("b".into()));
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        for key in ["kv.", "kv.set", "kv.\u{10FFFF}x"] {
+            assert!(key < "kv/", "{key}");
+        }
+    }
+
+    #[test]
+    fn a_read_looks_up_by_the_narrowest_condition() {
+        let filter = EventFilter {
+            types: Some(vec!["kv.*".into()]),
+            namespace: Some("ns".into()),
+            key_prefix: Some("k".into()),
+            ..EventFilter::default()
+        };
+        assert_eq!(
+            filter.narrowest(),
+            Narrowest::Keys {
+                namespace: "ns",
+                from: "k",
+                to: Some("l".into())
+            }
+        );
+        let types = EventFilter {
+            types: Some(vec!["kv.*".into()]),
+            key_prefix: Some("k".into()),
+            ..EventFilter::default()
+        };
+        assert_eq!(
+            types.narrowest(),
+            Narrowest::Types {
+                from: "kv.",
+                to: Some("kv/".into())
+            }
+        );
+        let two = EventFilter {
+            types: Some(vec!["kv.set".into(), "kv.deleted".into()]),
+            ..EventFilter::default()
+        };
+        assert_eq!(two.narrowest(), Narrowest::Everything);
     }
 }
 

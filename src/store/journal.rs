@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::format_ms;
 use crate::error::Result;
-use crate::protocol::journal::{Event, EventFilter};
+use crate::protocol::journal::{Event, EventFilter, Narrowest};
 
 use super::boundary::{Journal, NewEvent, SerializedEvent};
 use super::sql::Sql;
@@ -31,13 +31,64 @@ const EVENTS_IN_RANGE: &str = concat!(
     " FROM events WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3 + 0"
 );
 
-/// A task's events in a seq range, through `events_by_task`: its cost follows the task's
-/// events, not the journal (a `?3 IS NULL OR task_id = ?3` form scanned every event).
-const TASK_EVENTS_IN_RANGE: &str = concat!(
-    "SELECT ",
-    event_columns!(),
-    " FROM events WHERE task_id = ?4 AND seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3 + 0"
-);
+/// The events in a seq range (`?1` < seq <= `?2`, at most `?3`) that a filter's narrowest
+/// condition picks, through that condition's index (`INDEXED BY`: the planner cannot
+/// prefer a scan of the journal in seq order), so a read's cost follows the events of that
+/// task, key range, namespace, resource range or type, not the journal. Its values are
+/// bound from `?4`. (A `?4 IS NULL OR task_id = ?4` form would scan every event.)
+pub(crate) fn events_query(narrowest: &Narrowest<'_>) -> (String, Vec<String>) {
+    // `column >= ?N` (and `< ?N+1` when the range ends) for a prefix's range.
+    let range = |from: &str, to: &Option<String>, column: &str, n: usize| {
+        let mut values = vec![from.to_string()];
+        let mut sql = format!("{column} >= ?{n}");
+        if let Some(to) = to {
+            values.push(to.clone());
+            sql.push_str(&format!(" AND {column} < ?{}", n + 1));
+        }
+        (sql, values)
+    };
+    let (index, condition, values) = match narrowest {
+        Narrowest::Task(task_id) => (
+            "events_by_task",
+            "task_id = ?4".into(),
+            vec![task_id.to_string()],
+        ),
+        Narrowest::Keys {
+            namespace,
+            from,
+            to,
+        } => {
+            let (keys, values) = range(from, to, "key", 5);
+            let mut all = vec![namespace.to_string()];
+            all.extend(values);
+            ("events_by_key", format!("namespace = ?4 AND {keys}"), all)
+        }
+        Narrowest::Namespace(namespace) => (
+            "events_by_namespace",
+            "namespace = ?4".into(),
+            vec![namespace.to_string()],
+        ),
+        Narrowest::Resources { from, to } => {
+            let (sql, values) = range(from, to, "resource_key", 4);
+            ("events_by_resource", sql, values)
+        }
+        Narrowest::Type(kind) => ("events_by_type", "type = ?4".into(), vec![kind.to_string()]),
+        Narrowest::Types { from, to } => {
+            let (sql, values) = range(from, to, "type", 4);
+            ("events_by_type", sql, values)
+        }
+        Narrowest::Everything => return (EVENTS_IN_RANGE.to_string(), Vec::new()),
+    };
+    let sql = format!(
+        concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events INDEXED BY {} WHERE {} AND seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3 + 0"
+        ),
+        index, condition
+    );
+    (sql, values)
+}
 
 impl<C: Sql> Journal for C {
     fn append_event(&self, seq: i64, at_ms: i64, event: &NewEvent<'_>) -> Result<()> {
@@ -73,17 +124,12 @@ impl<C: Sql> Journal for C {
         limit: u64,
         max_bytes: usize,
     ) -> Result<(Vec<Event>, u64)> {
-        let (mut stmt, mut rows);
-        match &filter.task_id {
-            Some(task_id) => {
-                stmt = self.conn().prepare_cached(TASK_EVENTS_IN_RANGE)?;
-                rows = stmt.query(params![since_seq, head, SCAN_BUDGET, task_id])?;
-            }
-            None => {
-                stmt = self.conn().prepare_cached(EVENTS_IN_RANGE)?;
-                rows = stmt.query(params![since_seq, head, SCAN_BUDGET])?;
-            }
-        }
+        let narrowest = filter.narrowest();
+        let (sql, values) = events_query(&narrowest);
+        let mut stmt = self.conn().prepare_cached(&sql)?;
+        let mut bound: Vec<&dyn rusqlite::ToSql> = vec![&since_seq, &head, &SCAN_BUDGET];
+        bound.extend(values.iter().map(|v| v as &dyn rusqlite::ToSql));
+        let mut rows = stmt.query(bound.as_slice())?;
         let mut events = Vec::new();
         let mut bytes = 0;
         let mut last_examined = since_seq;
@@ -190,28 +236,51 @@ fn event_from_row(row: &rusqlite::Row<'_>) -> Result<Event> {
 mod tests {
     use rusqlite::Connection;
 
-    /// ReadEvents by task reads the task's events through `events_by_task`, never the
-    /// whole journal.
+    use crate::protocol::journal::EventFilter;
+
+    /// Every filter of ReadEvents and Subscribe reads through an index: its cost follows
+    /// what it returns, not the journal.
     #[test]
-    fn a_tasks_events_are_read_through_its_index() {
+    fn every_filter_reads_through_its_index() {
         let mut conn = Connection::open_in_memory().unwrap();
         super::super::migrations::migrate(&mut conn, 0).unwrap();
-        let plan: Vec<String> = conn
-            .prepare(&format!(
-                "EXPLAIN QUERY PLAN {}",
-                super::TASK_EVENTS_IN_RANGE
-            ))
-            .unwrap()
-            .query_map(rusqlite::params![0, 10, 100, "t"], |r| {
-                r.get::<_, String>(3)
-            })
-            .unwrap()
-            .collect::<rusqlite::Result<_>>()
-            .unwrap();
-        assert!(
-            plan.iter()
-                .any(|step| step.contains("USING INDEX events_by_task")),
-            "{plan:?}"
-        );
+        let cases = [
+            (r#"{"task_id": "t"}"#, "events_by_task"),
+            (
+                r#"{"namespace": "ns", "key_prefix": "k", "types": ["kv.set"]}"#,
+                "events_by_key",
+            ),
+            (r#"{"namespace": "ns", "key_prefix": ""}"#, "events_by_key"),
+            (r#"{"namespace": "ns"}"#, "events_by_namespace"),
+            (r#"{"resource_prefix": "file:src/"}"#, "events_by_resource"),
+            (r#"{"types": ["lock.acquired"]}"#, "events_by_type"),
+            (
+                r#"{"types": ["lock.*"], "key_prefix": "k"}"#,
+                "events_by_type",
+            ),
+        ];
+        for (filter, index) in cases {
+            let filter: EventFilter = serde_json::from_str(filter).unwrap();
+            let narrowest = filter.narrowest();
+            let (sql, values) = super::events_query(&narrowest);
+            let mut bound: Vec<&dyn rusqlite::ToSql> = vec![&0, &10, &100];
+            bound.extend(values.iter().map(|v| v as &dyn rusqlite::ToSql));
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map(bound.as_slice(), |r| r.get::<_, String>(3))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert!(
+                plan.iter()
+                    .any(|step| step.contains(&format!("USING INDEX {index}"))),
+                "{filter:?}: {plan:?}"
+            );
+            assert!(
+                !plan.iter().any(|step| step.starts_with("SCAN events")),
+                "{filter:?}: {plan:?}"
+            );
+        }
     }
 }

@@ -113,6 +113,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_nodes_by_position",
         sql: include_str!("../../migrations/0020_nodes_by_position.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_event_filters",
+        sql: include_str!("../../migrations/0021_event_filters.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

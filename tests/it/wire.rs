@@ -284,6 +284,45 @@ fn read_events_filters_and_pages() {
     );
 }
 
+/// Filters read through indexes by ranges (a prefix up to the next string after it): the
+/// edges of each range hold.
+#[test]
+fn read_events_prefix_ranges_end_where_the_prefix_does() {
+    let daemon = Daemon::start();
+    let mut c = daemon.client();
+    c.set("ns", "a/\u{10FFFF}", json!(1)); // 1
+    c.set("ns", "a0", json!(2)); // 2
+    c.set("ns", "a/", json!(3)); // 3
+    c.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:src/x", "owner": "o", "ttl_secs": 60}),
+    ); // 4
+    c.result(
+        "AcquireResourceLock",
+        json!({"resource_key": "file:srcx", "owner": "o", "ttl_secs": 60}),
+    ); // 5
+    c.result("Publish", json!({"topic": "kv", "payload": 1})); // 6
+    let seqs = |c: &mut crate::common::Client, params: Value| -> Vec<u64> {
+        u64s(&c.result("ReadEvents", params)["events"], "seq")
+    };
+    assert_eq!(
+        seqs(&mut c, json!({"namespace": "ns", "key_prefix": "a/"})),
+        [1, 3]
+    );
+    assert_eq!(
+        seqs(&mut c, json!({"namespace": "ns", "key_prefix": ""})),
+        [1, 2, 3]
+    );
+    assert_eq!(seqs(&mut c, json!({"resource_prefix": "file:src/"})), [4]);
+    assert_eq!(seqs(&mut c, json!({"resource_prefix": "file:src"})), [4, 5]);
+    assert_eq!(seqs(&mut c, json!({"types": ["lock.*"]})), [4, 5]);
+    assert_eq!(seqs(&mut c, json!({"types": ["custom.kv"]})), [6]);
+    assert_eq!(
+        seqs(&mut c, json!({"types": ["kv.*"], "since_seq": 1})),
+        [2, 3]
+    );
+}
+
 #[test]
 fn describe_interface_lists_every_method_with_schemas() {
     let daemon = Daemon::start();

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use super::PgConn;
 
 /// (version, name, SQL), in order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[
+pub(super) const MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "init",
@@ -43,6 +43,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "nodes_by_position",
         include_str!("../../../migrations/postgres/0007_nodes_by_position.sql"),
+    ),
+    (
+        8,
+        "event_filters",
+        include_str!("../../../migrations/postgres/0008_event_filters.sql"),
     ),
 ];
 
