@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod instances;
 pub mod journal;
 pub mod locks;
+pub mod operator;
 mod schedule;
 pub mod scopes;
 pub mod state;
@@ -609,6 +610,9 @@ registry!(
     agents::SendMessageParams,
     agents::ReadInboxParams,
     agents::AckMessagesParams,
+    operator::BreakLockParams,
+    operator::RetryNodeParams,
+    operator::EndAgentSessionParams,
 );
 
 #[cfg(test)]
