@@ -684,3 +684,49 @@ fn the_dashboard_acts_only_from_its_own_page_with_its_csrf_token() {
     );
     assert!(answer.contains("\"needed\":\"operator\""), "{answer}");
 }
+
+#[test]
+fn a_retried_node_goes_to_a_waiting_worker_and_held_nodes_keep_their_time() {
+    let mut daemon = crate::common::Daemon::start_on_test_clock();
+    let mut c = daemon.client();
+    let task = register(
+        &mut c,
+        json!([
+            {"id": "a", "max_attempts": 1},
+            {"id": "later", "delay_ms": 60_000},
+            {"id": "soon", "delay_ms": 1_000},
+        ]),
+    );
+    let a = take(&mut c, &task, "w1");
+    assert_eq!(a["node_id"], "a");
+    fail(&mut c, &a);
+    // "soon"'s time comes while the task is failed and its nodes cancelled.
+    daemon.advance_clock(2_000);
+
+    // A worker waits for any node; the retry hands it the retried one.
+    let mut worker = daemon.client();
+    worker.send_line(
+        &json!({"id": "w", "method": "AcquireNextNode",
+                "params": {"lease_owner": "w2", "wait_ms": 600_000}})
+        .to_string(),
+    );
+    crate::common::wait_until(std::time::Duration::from_secs(30), || {
+        c.result("Metrics", json!({}))["node_waiters"] == 1
+    });
+    let retried = c.result(
+        "RetryNode",
+        json!({"task_id": task, "node_id": "a", "reason": "fixed"}),
+    );
+    assert_eq!(retried["nodes_resumed"], 2);
+    let handed = worker.read_line();
+    assert_eq!(handed["result"]["node_id"], "a", "{handed}");
+    assert_eq!(handed["result"]["lease_owner"], "w2");
+
+    // "soon" is runnable at once (its time passed); "later" waits for its own.
+    let soon = take(&mut c, &task, "w1");
+    assert_eq!(soon["node_id"], "soon");
+    assert_eq!(take(&mut c, &task, "w1"), Value::Null);
+    daemon.advance_clock(60_000);
+    let later = take(&mut c, &task, "w1");
+    assert_eq!(later["node_id"], "later");
+}
