@@ -182,10 +182,11 @@ pub fn break_lock(ctx: &mut WriteCtx<'_>, request: BreakRequest) -> Result<Break
             (true, Some(_), _) => format!(
                 "no live lease of {key} has the lease_id given (it may have ended already); leave lease_id out to break every holder"
             ),
-            (true, None, Some(owner)) => format!(
-                "{key} is not held by `{owner}`; ResourceLockStatus shows its holders"
+            // (With neither filter every holder matches: `any` was false.)
+            (true, None, owner) => format!(
+                "{key} is not held by `{}`; ResourceLockStatus shows its holders",
+                owner.as_deref().unwrap_or_default()
             ),
-            (true, None, None) => unreachable!("every holder matches"),
         }));
     }
     let note = format!("broken by {}: {}", request.by, request.reason);

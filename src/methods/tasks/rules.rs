@@ -609,8 +609,8 @@ pub fn retry(ctx: &mut WriteCtx<'_>, r: RetryRequest) -> Result<RetryNodeResult>
             NodeState::Pending => "it is PENDING already: a worker will take it",
             NodeState::Running => "it is RUNNING: a worker holds it",
             NodeState::Completed => "it is COMPLETED: nothing to retry",
-            NodeState::Cancelled => "it is CANCELLED because another node failed: retry that FAILED node instead (TaskStatus shows which)",
-            NodeState::Failed => unreachable!("checked"),
+            // (Only a FAILED node gets past the check above.)
+            NodeState::Cancelled | NodeState::Failed => "it is CANCELLED because another node failed: retry that FAILED node instead (TaskStatus shows which)",
         };
         return Err(refused(format!(
             "node `{node_id}` of task `{task_id}` is not FAILED, so there is nothing to retry: {why}"
