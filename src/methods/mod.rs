@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod instances;
 pub mod journal;
 pub mod locks;
+pub mod operator;
 pub mod paging;
 mod schedule;
 pub mod scopes;
@@ -598,6 +599,9 @@ registry!(
     agents::SendMessageParams,
     agents::ReadInboxParams,
     agents::AckMessagesParams,
+    operator::BreakLockParams,
+    operator::RetryNodeParams,
+    operator::EndAgentSessionParams,
 );
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! | `agents` | the agent and message methods; RegisterAgent of any name no other token owns |
 //! | `agents:PATTERN` | the same, but RegisterAgent only of names matching PATTERN |
 //! | `metrics` | Metrics and the HTTP listener's `/metrics`: a scraper never needs `admin` |
+//! | `operator` | BreakLock, RetryNode, EndAgentSession (audited: each journals who and why), and nothing else: no read, not even of what it acts on |
 //! | `read` | every read and nothing else: the kv reads of every namespace, ResourceLockStatus, ListResourceLocks, TaskStatus, ListTasks, ReadEvents, Subscribe, ListAgents (the dashboard's token) |
 //!
 //! A PATTERN is exact, or a prefix ending in `*`.
@@ -75,6 +76,8 @@ pub enum Grant {
     Read,
     /// Metrics and `/metrics`, nothing else.
     Metrics,
+    /// The operator's audited methods (BreakLock, RetryNode, EndAgentSession), nothing else.
+    Operator,
 }
 
 impl Grant {
@@ -89,6 +92,7 @@ impl Grant {
             "agents" => Grant::Agents,
             "read" => Grant::Read,
             "metrics" => Grant::Metrics,
+            "operator" => Grant::Operator,
             _ => {
                 if let Some(p) = raw.strip_prefix("kv:read:") {
                     Grant::KvRead(Pattern::parse(p, raw)?)
@@ -100,7 +104,7 @@ impl Grant {
                     Grant::AgentsNamed(Pattern::parse(p, raw)?)
                 } else {
                     return Err(format!(
-                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read or metrics"
+                        "`{raw}` is not a grant; use admin, kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read, tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read, metrics or operator"
                     ));
                 }
             }
@@ -148,6 +152,7 @@ impl Scopes {
             (Grant::AgentsNamed(_), Need::Agents | Need::AgentsRead) => true,
             (Grant::AgentsNamed(p), Need::AgentName(name)) => p.matches(name),
             (Grant::Metrics, Need::Metrics) => true,
+            (Grant::Operator, Need::Operator) => true,
             (Grant::Locks(p), Need::LockRead(key)) => p.matches(key),
             (
                 Grant::Read,
@@ -222,6 +227,8 @@ pub enum Need {
     AgentName(String),
     /// Metrics, `/metrics`.
     Metrics,
+    /// BreakLock, RetryNode, EndAgentSession.
+    Operator,
 }
 
 impl Need {
@@ -242,6 +249,7 @@ impl Need {
             Need::Agents | Need::AgentsRead => "agents".into(),
             Need::AgentName(name) => format!("agents:{name}"),
             Need::Metrics => "metrics".into(),
+            Need::Operator => "operator".into(),
         }
     }
 }
@@ -337,6 +345,9 @@ fixed! {
     super::agents::SendMessageParams => [Need::Agents];
     super::agents::ReadInboxParams => [Need::Agents];
     super::agents::AckMessagesParams => [Need::Agents];
+    super::operator::BreakLockParams => [Need::Operator];
+    super::operator::RetryNodeParams => [Need::Operator];
+    super::operator::EndAgentSessionParams => [Need::Operator];
 }
 
 /// Implements [`Scoped`] for methods on one namespace: `need` of their `namespace`.
@@ -485,6 +496,31 @@ mod tests {
         assert!(scopes(&["agents"]).allows(&Need::AgentName("planner".into())));
         assert!(!scopes(&["read"]).allows(&Need::AgentName("planner".into())));
         assert_eq!(Need::AgentName("planner".into()).grant(), "agents:planner");
+    }
+
+    #[test]
+    fn operator_allows_its_three_methods_and_nothing_else() {
+        let s = scopes(&["operator"]);
+        assert!(s.allows(&Need::Operator));
+        for need in [
+            Need::KvRead("any".into()),
+            Need::LockRead("file:a".into()),
+            Need::Lock("file:a".into()),
+            Need::AnyLock,
+            Need::TasksRead,
+            Need::TasksWrite,
+            Need::EventsRead,
+            Need::AgentsRead,
+            Need::Agents,
+            Need::Admin,
+        ] {
+            assert!(!s.allows(&need), "{need:?}");
+        }
+        for other in ["read", "tasks:write", "agents", "locks:*", "metrics"] {
+            assert!(!scopes(&[other]).allows(&Need::Operator), "{other}");
+        }
+        assert!(scopes(&["admin"]).allows(&Need::Operator));
+        assert_eq!(Need::Operator.grant(), "operator");
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub enum EventType<'a> {
     LockAcquired,
     LockReleased,
     LockExpired,
+    /// An operator ended a lease (BreakLock).
+    LockBroken,
     TaskRegistered,
     TaskRunning,
     TaskCompleted,
@@ -28,6 +30,8 @@ pub enum EventType<'a> {
     NodeCompleted,
     NodeFailed,
     NodeRolledBack,
+    /// An operator put a failed node back to PENDING (RetryNode).
+    NodeRetried,
     /// A worker's note on its own node (CommitEvent).
     NodeProgress,
     AgentJoined,
@@ -49,12 +53,13 @@ pub const CUSTOM_PREFIX: &str = "custom.";
 
 impl<'a> EventType<'a> {
     /// Every type of the daemon's (all but [`EventType::Custom`]).
-    pub const DAEMON: [EventType<'static>; 20] = [
+    pub const DAEMON: [EventType<'static>; 22] = [
         EventType::KvSet,
         EventType::KvDelete,
         EventType::LockAcquired,
         EventType::LockReleased,
         EventType::LockExpired,
+        EventType::LockBroken,
         EventType::TaskRegistered,
         EventType::TaskRunning,
         EventType::TaskCompleted,
@@ -64,6 +69,7 @@ impl<'a> EventType<'a> {
         EventType::NodeCompleted,
         EventType::NodeFailed,
         EventType::NodeRolledBack,
+        EventType::NodeRetried,
         EventType::NodeProgress,
         EventType::AgentJoined,
         EventType::AgentLeft,
@@ -80,6 +86,7 @@ impl<'a> EventType<'a> {
             EventType::LockAcquired => "lock.acquired",
             EventType::LockReleased => "lock.released",
             EventType::LockExpired => "lock.expired",
+            EventType::LockBroken => "lock.broken",
             EventType::TaskRegistered => "task.registered",
             EventType::TaskRunning => "task.running",
             EventType::TaskCompleted => "task.completed",
@@ -89,6 +96,7 @@ impl<'a> EventType<'a> {
             EventType::NodeCompleted => "node.completed",
             EventType::NodeFailed => "node.failed",
             EventType::NodeRolledBack => "node.rolled_back",
+            EventType::NodeRetried => "node.retried",
             EventType::NodeProgress => "node.progress",
             EventType::AgentJoined => "agent.joined",
             EventType::AgentLeft => "agent.left",

@@ -14,6 +14,7 @@ pub mod agents;
 pub mod auth;
 pub mod journal;
 pub mod locks;
+pub mod operator;
 pub mod state;
 pub mod tasks;
 

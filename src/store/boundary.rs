@@ -428,6 +428,22 @@ pub trait Nodes {
     fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
     /// Every PENDING node of the task becomes CANCELLED (its task failed); how many.
     fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
+    /// A FAILED node is tried again (RetryNode): `state` (PENDING, or CANCELLED while its
+    /// task stays failed), no lease, no error, no attempt counted yet, runnable since
+    /// `seq`.
+    fn retry_node(
+        &self,
+        task_id: &str,
+        node_id: &str,
+        state: NodeState,
+        seq: i64,
+        at_ms: i64,
+    ) -> Result<()>;
+    /// The task's FAILED nodes, by id.
+    fn failed_nodes(&self, task_id: &str) -> Result<Vec<String>>;
+    /// Every CANCELLED node of the task becomes PENDING, runnable since `seq` (its failed
+    /// task runs again); how many.
+    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64>;
     /// Every RUNNING node's lease.
     fn node_leases(&self) -> Result<Vec<NodeLease>>;
     /// RUNNING nodes leased with `session_id`: (task_id, node_id).

@@ -8,7 +8,8 @@
 //! short locks that was a third of what a commit wrote. A release's outcome is held in
 //! the writer's memory instead ([`HeldOutcomes`]; a table in SQLite's temporary database
 //! did the same at about 25 us per commit for that database's own journal and commit).
-//! The journal event of the release or expiry (`lock.released`, `lock.expired`) carries
+//! The journal event of the release, expiry or break (`lock.released`, `lock.expired`,
+//! `lock.broken`) carries
 //! the same facts and is durable with the batch. The writer stores the held outcomes in
 //! `lock_outcomes` inside a batch once [`OUTCOMES_HELD`] are waiting, once the journal has
 //! run [`OUTCOMES_REPLAY_SPAN`] revisions past `lock_outcomes_through` (the revision
@@ -45,7 +46,7 @@ const OUTCOMES_AFTER_MARK: &str = "SELECT resource_key, json_extract(data, '$.ou
             json_extract(data, '$.moved_to'), json_extract(data, '$.note')
      FROM events
      WHERE seq > (SELECT value FROM meta WHERE name = 'lock_outcomes_through')
-       AND type IN ('lock.released', 'lock.expired')
+       AND type IN ('lock.released', 'lock.expired', 'lock.broken')
      ORDER BY seq";
 
 /// Marks `lock_outcomes` complete through the head revision.

@@ -411,6 +411,40 @@ impl<C: Sql> Nodes for C {
         )? as u64)
     }
 
+    fn retry_node(
+        &self,
+        task_id: &str,
+        node_id: &str,
+        state: NodeState,
+        seq: i64,
+        at_ms: i64,
+    ) -> Result<()> {
+        self.with(
+            "UPDATE nodes SET state = ?3, attempts = 0, error = NULL, result = NULL,
+                    runnable_since = ?4, lease_id = NULL, lease_token_id = NULL,
+                    lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = ?5
+             WHERE task_id = ?1 AND node_id = ?2 AND state = 'FAILED'",
+            |s| s.execute(params![task_id, node_id, state.as_str(), seq, at_ms]),
+        )?;
+        Ok(())
+    }
+
+    fn failed_nodes(&self, task_id: &str) -> Result<Vec<String>> {
+        Ok(self.with(
+            "SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'FAILED' ORDER BY node_id",
+            |s| s.query_map([task_id], |r| r.get(0))?.collect(),
+        )?)
+    }
+
+    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
+        Ok(self.with(
+            "UPDATE nodes SET state = 'PENDING', runnable_since = ?2, updated_at = ?3
+                 WHERE task_id = ?1 AND state = 'CANCELLED'",
+            |s| s.execute(params![task_id, seq, at_ms]),
+        )? as u64)
+    }
+
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
         Ok(self.with(
             "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes

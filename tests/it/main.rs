@@ -19,6 +19,7 @@ mod lock_expiry;
 mod locks;
 mod net;
 mod net_limits;
+mod operator;
 mod paging;
 mod postgres;
 mod remote;

@@ -378,6 +378,34 @@ class AsyncClient:
     async def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return await self._dict("CancelTask", {"task_id": task_id})
 
+    # Operator actions (grant `operator`, or admin): each is journalled with who and why.
+
+    async def break_lock(
+        self,
+        resource_key: str,
+        *,
+        reason: str,
+        lease_id: Optional[str] = None,
+        owner: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """See `Client.break_lock`."""
+        params: Dict[str, Any] = {"resource_key": resource_key, "reason": reason}
+        if lease_id is not None:
+            params["lease_id"] = lease_id
+        if owner is not None:
+            params["owner"] = owner
+        return await self._dict("BreakLock", params)
+
+    async def retry_node(self, task_id: str, node_id: str, *, reason: str) -> Dict[str, Any]:
+        """See `Client.retry_node`."""
+        return await self._dict(
+            "RetryNode", {"task_id": task_id, "node_id": node_id, "reason": reason}
+        )
+
+    async def end_agent_session(self, name: str, *, reason: str) -> Dict[str, Any]:
+        """See `Client.end_agent_session`."""
+        return await self._dict("EndAgentSession", {"name": name, "reason": reason})
+
     async def run_worker(
         self,
         handler: Callable[[Node], MaybeAwaitable],

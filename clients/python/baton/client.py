@@ -462,6 +462,37 @@ class Client:
     def cancel_task(self, task_id: str) -> Dict[str, Any]:
         return self._dict("CancelTask", {"task_id": task_id})
 
+    # Operator actions (grant `operator`, or admin): each is journalled with who and why.
+
+    def break_lock(
+        self,
+        resource_key: str,
+        *,
+        reason: str,
+        lease_id: Optional[str] = None,
+        owner: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Ends the leases of `resource_key` (every holder, or the one `lease_id` or `owner`
+        names) as if released, outcome `broken`; waiters are served. Returns `{resource_key,
+        broken: [{owner, mode, fencing_token}], waiters_served, event_seq}`."""
+        params: Dict[str, Any] = {"resource_key": resource_key, "reason": reason}
+        if lease_id is not None:
+            params["lease_id"] = lease_id
+        if owner is not None:
+            params["owner"] = owner
+        return self._dict("BreakLock", params)
+
+    def retry_node(self, task_id: str, node_id: str, *, reason: str) -> Dict[str, Any]:
+        """Puts a FAILED node back to PENDING with fresh attempts; its task runs again once no
+        node of it is FAILED. Returns `{node_state, task_status, nodes_resumed, still_failed,
+        ...}`."""
+        return self._dict("RetryNode", {"task_id": task_id, "node_id": node_id, "reason": reason})
+
+    def end_agent_session(self, name: str, *, reason: str) -> Dict[str, Any]:
+        """Ends `name`'s live session as EndSession would. Returns `{name, ended,
+        locks_ended, nodes_rolled_back, event_seq}`."""
+        return self._dict("EndAgentSession", {"name": name, "reason": reason})
+
     def run_worker(
         self,
         handler: Callable[[Node], Any],

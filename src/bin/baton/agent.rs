@@ -10,6 +10,7 @@ use baton::protocol::agents::{
     AckMessagesResult, ListAgentsResult, Message, ReadInboxResult, Recipients, RegisterAgentResult,
     SendMessageResult,
 };
+use baton::protocol::operator::EndAgentSessionResult;
 
 use crate::cli::{params, parse_json, AgentCommand};
 use crate::failure::{Failure, Outcome};
@@ -65,6 +66,29 @@ pub async fn agent(command: AgentCommand, out: &Out, conn: &mut Connection) -> O
         AgentCommand::Leave { session: s } => {
             let p = json!({ "session_id": session(s)? });
             conn.call_raw("EndSession", &p).await?;
+            Ok(0)
+        }
+        AgentCommand::End { name, reason } => {
+            let p = json!({"name": name, "reason": reason});
+            let answer = out
+                .answer::<EndAgentSessionResult>(conn, "EndAgentSession", &p)
+                .await?;
+            if let Some(r) = answer {
+                let locks: Vec<String> = r.locks_ended.iter().map(|k| text(k)).collect();
+                println!(
+                    "{} {}: {} locks ended{}{}, {} nodes rolled back",
+                    out.status("ended"),
+                    text(&r.name),
+                    locks.len(),
+                    if locks.is_empty() { "" } else { " " },
+                    if locks.is_empty() {
+                        String::new()
+                    } else {
+                        format!("({})", locks.join(", "))
+                    },
+                    r.nodes_rolled_back
+                );
+            }
             Ok(0)
         }
     }

@@ -246,6 +246,20 @@ pub enum LockCommand {
         #[arg(long)]
         owner: Option<String>,
     },
+    /// Operator: end KEY's leases (every holder, or --lease / --owner) as if released;
+    /// waiters are served, the holder's next heartbeat fails (grant `operator`)
+    Break {
+        key: String,
+        /// Why: journalled with who broke it, shown to the next holder
+        #[arg(long)]
+        reason: String,
+        /// Only this lease
+        #[arg(long = "lease", value_name = "ID")]
+        lease: Option<String>,
+        /// Only this owner's leases
+        #[arg(long)]
+        owner: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -273,6 +287,13 @@ pub enum AgentCommand {
     Leave {
         #[arg(long)]
         session: Option<String>,
+    },
+    /// Operator: end NAME's live session as `leave` would (grant `operator`)
+    End {
+        name: String,
+        /// Why: journalled with who ended it
+        #[arg(long)]
+        reason: String,
     },
 }
 
@@ -336,7 +357,7 @@ pub enum TokenCommand {
         name: String,
         /// A grant, repeatable: kv:read:PATTERN, kv:write:PATTERN, locks:PATTERN, tasks:read,
         /// tasks:write, tasks:work, events:read, events:publish, agents, agents:PATTERN, read,
-        /// metrics, admin (PATTERN: exact, or a prefix ending in *); give the narrowest that does the job
+        /// metrics, operator, admin (PATTERN: exact, or a prefix ending in *); give the narrowest that does the job
         #[arg(long = "scope", value_name = "GRANT", required = true)]
         scope: Vec<String>,
         /// Lifetime in seconds [default: no expiry]
@@ -365,6 +386,15 @@ pub enum TaskCommand {
     },
     /// Cancel every unfinished node of a task
     Cancel { task_id: String },
+    /// Operator: put a FAILED node back to PENDING with fresh attempts; its task runs
+    /// again once no node is FAILED (grant `operator`)
+    Retry {
+        task_id: String,
+        node_id: String,
+        /// Why: journalled with who retried it
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// Reads `arg`, or stdin when it is `-`.

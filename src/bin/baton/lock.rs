@@ -8,6 +8,7 @@ use baton::protocol::locks::{
     AcquireResult, HeartbeatResult, Holders, ListResourceLocksResult, Outcome as LeaseOutcome,
     StatusResult,
 };
+use baton::protocol::operator::BreakLockResult;
 
 use crate::cli::{default_owner, params, parse_json, LockCommand};
 use crate::failure::Outcome;
@@ -132,6 +133,38 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                 .await?;
             if let Some(r) = answer {
                 println!("{} {key} ({})", out.status("released"), r.outcome.as_str());
+            }
+            Ok(0)
+        }
+        LockCommand::Break {
+            key,
+            reason,
+            lease,
+            owner,
+        } => {
+            let answer = out
+                .answer::<BreakLockResult>(
+                    conn,
+                    "BreakLock",
+                    &params(vec![
+                        ("resource_key", Some(json!(key))),
+                        ("reason", Some(json!(reason))),
+                        ("lease_id", lease.map(Value::from)),
+                        ("owner", owner.map(Value::from)),
+                    ]),
+                )
+                .await?;
+            if let Some(r) = answer {
+                for b in &r.broken {
+                    println!(
+                        "{} {} held by {} (fencing token {})",
+                        out.status("broken"),
+                        text(&r.resource_key),
+                        text(&b.owner),
+                        b.fencing_token
+                    );
+                }
+                eprintln!("{} waiters served", r.waiters_served);
             }
             Ok(0)
         }

@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use baton::client::Connection;
+use baton::protocol::operator::RetryNodeResult;
 use baton::protocol::tasks::{
     CancelTaskResult, ListTasksResult, RegisterTaskResult, TaskStatusResult,
 };
@@ -98,6 +99,33 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                 .await?;
             if let Some(r) = answer {
                 println!("{task_id}  {}", out.status(r.status.as_str()));
+            }
+            Ok(0)
+        }
+        TaskCommand::Retry {
+            task_id,
+            node_id,
+            reason,
+        } => {
+            let p = json!({"task_id": task_id, "node_id": node_id, "reason": reason});
+            let answer = out.answer::<RetryNodeResult>(conn, "RetryNode", &p).await?;
+            if let Some(r) = answer {
+                println!(
+                    "{}  {}  {}  task {}",
+                    text(&r.task_id),
+                    text(&r.node_id),
+                    out.status(r.node_state.as_str()),
+                    out.status(r.task_status.as_str())
+                );
+                if r.still_failed.is_empty() {
+                    eprintln!("{} cancelled nodes resumed", r.nodes_resumed);
+                } else {
+                    let failed: Vec<String> = r.still_failed.iter().map(|n| text(n)).collect();
+                    eprintln!(
+                        "the task stays failed until these are retried too: {}",
+                        failed.join(", ")
+                    );
+                }
             }
             Ok(0)
         }

@@ -18,6 +18,7 @@ use crate::protocol::agents::{
     Message, NodeRef, ReadInboxResult, Recipients, RegisterAgentResult, SendMessageResult,
 };
 use crate::protocol::journal::EventType;
+use crate::protocol::operator::EndAgentSessionResult;
 use crate::protocol::reply;
 use crate::store::boundary::{MessageRow, NameOwner, NewEvent, SessionRow, Storage};
 
@@ -211,16 +212,54 @@ pub fn end(ctx: &mut WriteCtx<'_>, presented: &Presented) -> Result<EndSessionRe
 /// (`abandoned`), its node leases (rolled back), its keys (deleted); its row goes,
 /// `agent.left` says why, and its waiting reads are told.
 fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Result<()> {
+    let data = serde_json::json!({"reason": reason});
+    end_session_as(ctx, session, reason, data).map(|_| ())
+}
+
+/// EndAgentSession: an operator ends `name`'s live session as EndSession would, and
+/// `agent.left` says `reason: "operator"`, who (`by`) and why (`note`); 404 when the name
+/// has no live session.
+pub fn end_by_operator(
+    ctx: &mut WriteCtx<'_>,
+    name: &str,
+    by: &str,
+    why: &str,
+) -> Result<EndAgentSessionResult> {
+    let Some(session) = ctx.roster().session(name)? else {
+        return Err(Error::NotFound(format!(
+            "agent `{name}` has no live session, so there is nothing to end; ListAgents shows the live ones"
+        )));
+    };
+    let locks_ended = ctx
+        .leases()
+        .leases_of_session(&session.session_id)?
+        .into_iter()
+        .map(|row| row.resource_key)
+        .collect();
+    let nodes_rolled_back = ctx.nodes().nodes_of_session(&session.session_id)?.len() as u64;
+    let data = serde_json::json!({"by": by, "note": why, "reason": "operator"});
+    let seq = end_session_as(ctx, &session, "ended by an operator", data)?;
+    Ok(EndAgentSessionResult {
+        name: session.name,
+        ended: true,
+        locks_ended,
+        nodes_rolled_back,
+        event_seq: seq as u64,
+    })
+}
+
+/// [`end_session`] with the `agent.left` event's `data` given; the event's seq.
+fn end_session_as(
+    ctx: &mut WriteCtx<'_>,
+    session: &SessionRow,
+    reason: &str,
+    data: serde_json::Value,
+) -> Result<i64> {
     super::super::locks::rules::end_session_leases(ctx, &session.session_id)?;
     super::super::tasks::rules::roll_back_session_nodes(ctx, &session.session_id)?;
     super::super::state::delete_session_keys(ctx, &session.session_id, &session.name)?;
     ctx.roster().delete_session(&session.name)?;
-    event(
-        ctx,
-        EventType::AgentLeft,
-        &session.name,
-        serde_json::json!({"reason": reason}),
-    )?;
+    let seq = event(ctx, EventType::AgentLeft, &session.name, data)?;
     ctx.agents.forget(&session.name);
     for waiter in ctx.agents.take_waiters(&session.name) {
         let ended = Error::LeaseInvalid {
@@ -231,7 +270,7 @@ fn end_session(ctx: &mut WriteCtx<'_>, session: &SessionRow, reason: &str) -> Re
         };
         ctx.deferred.push((waiter.reply, Err(ended)));
     }
-    Ok(())
+    Ok(seq)
 }
 
 fn message(row: MessageRow) -> Result<Message> {

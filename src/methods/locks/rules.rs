@@ -20,6 +20,7 @@ use crate::protocol::locks::{
     AcquireResult, HeartbeatResult, ListResourceLocksResult, LockEntry, Outcome, ReleaseResult,
     StatusResult, WaitResult, WaitingEntry,
 };
+use crate::protocol::operator::{BreakLockResult, BrokenLease};
 use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
 use crate::store::boundary::{LeaseEnd, LeaseRow, NewEvent, NewLease, QueuedWait};
@@ -30,7 +31,9 @@ use super::super::writer::{Reply, Served, WriteCtx};
 use super::super::Presented;
 use super::conflicts::{blockers, Visible, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
-use super::shown::{busy, busy_result, held_by, holders, lease, AcquiredData, EndedData};
+use super::shown::{
+    busy, busy_result, held_by, holders, lease, AcquiredData, BrokenData, EndedData,
+};
 
 /// An acquisition, as the writer needs it.
 pub struct AcquireRequest {
@@ -92,16 +95,6 @@ fn end_lease(
     moved_to: Option<&str>,
     note: Option<&str>,
 ) -> Result<()> {
-    ctx.leases()
-        .delete_lease(&row.resource_key, &row.lease_id)?;
-    ctx.outcomes().record_end(&LeaseEnd {
-        resource_key: &row.resource_key,
-        outcome,
-        owner: &row.owner,
-        at_ms: ctx.now_ms,
-        moved_to,
-        note,
-    })?;
     let kind = if outcome == "expired" {
         EventType::LockExpired
     } else {
@@ -113,6 +106,29 @@ fn end_lease(
         note,
         outcome,
     })?;
+    end_lease_as(ctx, row, kind, outcome, moved_to, note, &data).map(|_| ())
+}
+
+/// [`end_lease`] with the event's type and `data` given; the event's seq.
+fn end_lease_as(
+    ctx: &mut WriteCtx<'_>,
+    row: &LeaseRow,
+    kind: EventType<'static>,
+    outcome: &str,
+    moved_to: Option<&str>,
+    note: Option<&str>,
+    data: &str,
+) -> Result<i64> {
+    ctx.leases()
+        .delete_lease(&row.resource_key, &row.lease_id)?;
+    ctx.outcomes().record_end(&LeaseEnd {
+        resource_key: &row.resource_key,
+        outcome,
+        owner: &row.owner,
+        at_ms: ctx.now_ms,
+        moved_to,
+        note,
+    })?;
     let seq = ctx.next_revision();
     append(
         ctx,
@@ -120,12 +136,93 @@ fn end_lease(
         &NewEvent {
             actor: Some(&row.owner),
             resource_key: Some(&row.resource_key),
-            data: &data,
+            data,
             ..NewEvent::of(kind)
         },
     )?;
     ctx.locks.forget(&row.lease_id);
-    Ok(())
+    Ok(seq)
+}
+
+/// BreakLock: who breaks which leases of a key, and why.
+pub struct BreakRequest {
+    pub key: ResourceKey,
+    /// Only this lease (its id, compared alone: an operator acts on any token's lease).
+    pub lease_id: Option<String>,
+    pub owner: Option<String>,
+    /// The operator: the token's name, or `admin` on the Unix socket.
+    pub by: String,
+    pub reason: String,
+}
+
+/// An operator ends leases of a key (every holder, or the one `lease_id` or `owner`
+/// names), as a release would: outcome `broken`, one `lock.broken` event each (with who
+/// and why, never the lease id), and the key's waiters served first come first served.
+/// Nothing to break is 404, before anything is written.
+pub fn break_lock(ctx: &mut WriteCtx<'_>, request: BreakRequest) -> Result<BreakLockResult> {
+    let key = &request.key.key;
+    let holders = ctx.locks.held.holders(key);
+    let any = !holders.is_empty();
+    let rows: Vec<LeaseRow> = holders
+        .into_iter()
+        .filter(|row| {
+            request
+                .lease_id
+                .as_ref()
+                .is_none_or(|id| *id == row.lease_id)
+        })
+        .filter(|row| request.owner.as_ref().is_none_or(|o| *o == row.owner))
+        .collect();
+    if rows.is_empty() {
+        return Err(Error::NotFound(match (any, &request.lease_id, &request.owner) {
+            (false, _, _) => format!(
+                "{key} has no live lease, so there is nothing to break; ListResourceLocks shows the live ones"
+            ),
+            // Never echo the id: messages end up in logs.
+            (true, Some(_), _) => format!(
+                "no live lease of {key} has the lease_id given (it may have ended already); leave lease_id out to break every holder"
+            ),
+            // (With neither filter every holder matches: `any` was false.)
+            (true, None, owner) => format!(
+                "{key} is not held by `{}`; ResourceLockStatus shows its holders",
+                owner.as_deref().unwrap_or_default()
+            ),
+        }));
+    }
+    let note = format!("broken by {}: {}", request.by, request.reason);
+    let mut broken = Vec::with_capacity(rows.len());
+    let mut event_seq = 0;
+    for row in rows {
+        let data = serde_json::to_string(&BrokenData {
+            by: &request.by,
+            fencing_token: row.fencing_token,
+            note: &note,
+            outcome: "broken",
+            reason: &request.reason,
+        })?;
+        event_seq = end_lease_as(
+            ctx,
+            &row,
+            EventType::LockBroken,
+            "broken",
+            None,
+            Some(&note),
+            &data,
+        )?;
+        broken.push(BrokenLease {
+            owner: row.owner,
+            mode: row.mode,
+            fencing_token: row.fencing_token,
+        });
+    }
+    let before = ctx.deferred.len();
+    serve_waiters(ctx)?;
+    Ok(BreakLockResult {
+        resource_key: key.clone(),
+        broken,
+        waiters_served: (ctx.deferred.len() - before) as u64,
+        event_seq: event_seq as u64,
+    })
 }
 
 /// Ends every lease whose deadline has passed and every wait that has run out.
@@ -431,6 +528,7 @@ fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -
         true => {
             let why = match ctx.outcomes().previous(&key.key)? {
                 Some(p) if p.outcome == "expired" => "expired",
+                Some(p) if p.outcome == "broken" => "broken by an operator (BreakLock)",
                 Some(_) => "released",
                 None => "unknown",
             };

@@ -22,6 +22,17 @@ pub(super) struct AcquiredData<'a> {
     pub(super) fencing_token: u64,
 }
 
+/// `data` of `lock.broken`, keys in alphabetical order: who broke the lease and why,
+/// and, as `note`, what the key's next holder sees as its previous outcome.
+#[derive(serde::Serialize)]
+pub(super) struct BrokenData<'a> {
+    pub(super) by: &'a str,
+    pub(super) fencing_token: u64,
+    pub(super) note: &'a str,
+    pub(super) outcome: &'a str,
+    pub(super) reason: &'a str,
+}
+
 /// `data` of `lock.released` and `lock.expired`, keys in alphabetical order.
 #[derive(serde::Serialize)]
 pub(super) struct EndedData<'a> {

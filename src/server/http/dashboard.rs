@@ -4,8 +4,12 @@
 //! The page is a client of batond like any other: each `/api/call` runs one request on an
 //! in-process connection that authenticated with the visitor's token, so the token's
 //! scopes, expiry and revocation apply exactly as on a socket, and `/events` is a Subscribe
-//! on such a connection, relayed as server-sent events. Only read methods pass: the
-//! dashboard changes nothing.
+//! on such a connection, relayed as server-sent events. Read methods pass, and the
+//! operator's three audited methods (BreakLock, RetryNode, EndAgentSession, which the
+//! token's `operator` or `admin` grant must allow) only from the page itself: same origin,
+//! and the `X-Baton-CSRF` header carrying the page's token (the `baton-csrf` meta tag, an
+//! HMAC of the session's token under a key this process drew at random), which another
+//! site can neither read nor compute.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -68,6 +72,78 @@ pub const READ_METHODS: &[&str] = &[
     "List",
     "History",
 ];
+
+/// The operator's methods the dashboard may call, with the page's CSRF token only.
+pub const OPERATOR_METHODS: &[&str] = &["BreakLock", "RetryNode", "EndAgentSession"];
+
+/// The header that carries the page's CSRF token on `/api/call`.
+const CSRF_HEADER: &str = "x-baton-csrf";
+
+/// The key of the pages' CSRF tokens: drawn once per process, so a restart makes open
+/// pages reload before they act.
+static CSRF_KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+
+/// The page's CSRF token for a session's `token`: HMAC-SHA256 under [`CSRF_KEY`], in hex.
+/// It proves the request came from a page batond served to that session.
+fn csrf_token(token: &str) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let key = match CSRF_KEY.get() {
+        Some(key) => key,
+        None => {
+            let mut fresh = [0u8; 32];
+            getrandom::fill(&mut fresh).map_err(|e| {
+                format!("the system's random source failed ({e}); reload the page in a moment")
+            })?;
+            CSRF_KEY.get_or_init(|| fresh)
+        }
+    };
+    // HMAC (RFC 2104) over a 32-byte key: the key padded to SHA-256's 64-byte block.
+    let mut inner = Sha256::new();
+    let mut outer = Sha256::new();
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    inner.update(block.map(|b| b ^ 0x36));
+    outer.update(block.map(|b| b ^ 0x5c));
+    inner.update(b"baton-csrf\0");
+    inner.update(token.as_bytes());
+    outer.update(inner.finalize());
+    Ok(outer
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Whether a request may call an operator's method: same origin, and its `X-Baton-CSRF`
+/// header is the page's token for the session it presents; else why not.
+fn operator_allowed(http: &Http, headers: &HeaderMap) -> Result<(), String> {
+    if let Some(why) = cross_site(http, headers) {
+        return Err(format!(
+            "refused: {why}; operator actions are taken on the dashboard's own page only"
+        ));
+    }
+    let expected = match presented(headers) {
+        Some(token) => csrf_token(&token)?,
+        None => return Err(HOW_TO_LOG_IN.into()),
+    };
+    let sent = headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    // Compared in constant time: the token is a secret.
+    let differs = sent.len() != expected.len()
+        || sent
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            != 0;
+    if differs {
+        return Err(
+            "refused: operator actions need the page's X-Baton-CSRF header (its baton-csrf meta tag), which this request lacks or which is stale (batond restarted, or another session's); reload the dashboard and try again".into(),
+        );
+    }
+    Ok(())
+}
 
 /// How often an open event stream checks that its token is still valid.
 const RECHECK_TOKEN: std::time::Duration = std::time::Duration::from_secs(15);
@@ -154,13 +230,14 @@ fn new_nonce() -> Result<String, String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Why a login is not from this dashboard's own page, if it is not: the browser says the
-/// request is cross-site (`Sec-Fetch-Site`), or comes from another origin (`Origin`).
+/// Why a login (or an operator's call) is not from this dashboard's own page, if it is
+/// not: the browser says the request is cross-site (`Sec-Fetch-Site`), or comes from
+/// another origin (`Origin`).
 fn cross_site(http: &Http, headers: &HeaderMap) -> Option<String> {
     let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
     if let Some(site) = site.filter(|s| !matches!(*s, "same-origin" | "none")) {
         return Some(format!(
-            "the browser says this login came from another site ({site})"
+            "the browser says this request came from another site ({site})"
         ));
     }
     let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
@@ -169,7 +246,7 @@ fn cross_site(http: &Http, headers: &HeaderMap) -> Option<String> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let ours = format!("{}://{host}", if http.tls { "https" } else { "http" });
-    (origin != ours).then(|| format!("this login came from {origin}, not from {ours}"))
+    (origin != ours).then(|| format!("this request came from {origin}, not from {ours}"))
 }
 
 fn escape_html(text: &str) -> String {
@@ -207,7 +284,11 @@ async fn index(State(http): State<Arc<Http>>, headers: HeaderMap) -> Response {
         );
     }
     match authorized(&http, &headers, HOW_TO_LOG_IN) {
-        Ok(_) => page(StatusCode::OK, INDEX.to_string()),
+        // The page's CSRF token goes in its `baton-csrf` meta tag.
+        Ok(visitor) => match csrf_token(&visitor.token) {
+            Ok(csrf) => page(StatusCode::OK, INDEX.replace("{{csrf}}", &csrf)),
+            Err(err) => refuse(StatusCode::SERVICE_UNAVAILABLE, &err),
+        },
         Err(refused) if refused.status == StatusCode::UNAUTHORIZED => {
             login_page(&http, StatusCode::UNAUTHORIZED, NOT_VALID)
         }
@@ -401,8 +482,9 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     )
 }
 
-/// `POST /api/call {method, params}`: one read method, answered as batond answers it
-/// (`{result}` or `{error}`).
+/// `POST /api/call {method, params}`: one read method, or an operator's method from the
+/// page itself ([`operator_allowed`]), answered as batond answers it (`{result}` or
+/// `{error}`).
 async fn call(
     State(http): State<Arc<Http>>,
     headers: HeaderMap,
@@ -443,13 +525,18 @@ async fn call(
             )
         }
     };
-    if !READ_METHODS.contains(&request.method.as_str()) {
+    if OPERATOR_METHODS.contains(&request.method.as_str()) {
+        if let Err(why) = operator_allowed(&http, &headers) {
+            return json_error(StatusCode::FORBIDDEN, &why);
+        }
+    } else if !READ_METHODS.contains(&request.method.as_str()) {
         return json_error(
             StatusCode::FORBIDDEN,
             &format!(
-                "the dashboard only reads; {} is not one of its methods ({})",
+                "{} is not one of the dashboard's methods: it reads ({}) and, for operators, calls {}",
                 request.method,
-                READ_METHODS.join(", ")
+                READ_METHODS.join(", "),
+                OPERATOR_METHODS.join(", ")
             ),
         );
     }

@@ -381,6 +381,41 @@ impl Nodes for PgConn {
         )
     }
 
+    fn retry_node(
+        &self,
+        task_id: &str,
+        node_id: &str,
+        state: NodeState,
+        seq: i64,
+        at_ms: i64,
+    ) -> Result<()> {
+        self.touch(super::TASKS).execute(
+            "UPDATE nodes SET state = $3, attempts = 0, error = NULL, result = NULL,
+                    runnable_since = $4, lease_id = NULL, lease_token_id = NULL,
+                    lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = $5
+             WHERE task_id = $1 AND node_id = $2 AND state = 'FAILED'",
+            &[&task_id, &node_id, &state.as_str(), &seq, &at_ms],
+        )?;
+        Ok(())
+    }
+
+    fn failed_nodes(&self, task_id: &str) -> Result<Vec<String>> {
+        let rows = self.query(
+            "SELECT node_id FROM nodes WHERE task_id = $1 AND state = 'FAILED' ORDER BY node_id",
+            &[&task_id],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
+        self.touch(super::TASKS).execute(
+            "UPDATE nodes SET state = 'PENDING', runnable_since = $2, updated_at = $3
+             WHERE task_id = $1 AND state = 'CANCELLED'",
+            &[&task_id, &seq, &at_ms],
+        )
+    }
+
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
         let rows = self.query(
             "SELECT task_id, node_id, lease_id, lease_expires_at FROM nodes WHERE state = 'RUNNING'",
