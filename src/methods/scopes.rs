@@ -1,6 +1,6 @@
 //! Scopes: what a token's grants allow. Every method declares what it needs ([`Scoped`],
 //! implemented below for each params type), and dispatch checks it in one place
-//! ([`checked`]) before the method plans anything, so a method that forgot to declare
+//! (`checked`) before the method plans anything, so a method that forgot to declare
 //! its needs does not compile.
 //!
 //! | grant | allows |

@@ -1,8 +1,8 @@
 //! The rules of resource locks, run on the writer: who may hold what (conflicts and the
 //! `dir:`/`file:` hierarchy), first-come-first-served waiting, fencing tokens, expiry,
 //! leases tied to a connection, and what each change puts in the journal. Storage (the
-//! [`Leases`] boundary) holds the leases, so they survive restarts and every change
-//! commits with its journal event; the writer's memory ([`LockState`]) holds a copy of
+//! [`Leases`](crate::store::boundary::Leases) boundary) holds the leases, so they survive restarts and every change
+//! commits with its journal event; the writer's memory ([`LockState`](super::memory::LockState)) holds a copy of
 //! the live leases, which conflict checks read, and what only the running daemon needs:
 //! each lease's monotonic deadline, the FIFO waiter queues, the watchers of
 //! WaitResourceLock, and which connection holds which `release_on_disconnect` leases.

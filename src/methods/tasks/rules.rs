@@ -3,7 +3,7 @@
 //! (PENDING -> RUNNING -> COMPLETED | FAILED | back to PENDING for a retry or when a lease
 //! lapses), when a task ends, and what each change puts in the journal. Storage (the
 //! [`Nodes`] boundary) holds the graph, states, leases and results; the writer's memory
-//! ([`TaskState`]) holds each node lease's monotonic deadline, the queue of waiting workers
+//! ([`TaskState`](super::memory::TaskState)) holds each node lease's monotonic deadline, the queue of waiting workers
 //! and the recent events of active tasks.
 
 use std::collections::BTreeMap;

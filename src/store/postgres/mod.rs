@@ -173,7 +173,7 @@ impl PgConn {
     }
 
     /// Queues a statement that writes and whose result nobody reads; it is sent ahead of
-    /// the next statement, or with the commit. Its values must be literals ([`lit`]).
+    /// the next statement, or with the commit. Its values must be literals ([`Lit`]).
     /// Counts as one change.
     pub fn defer(&self, sql: String) {
         self.forget_read_ahead();
