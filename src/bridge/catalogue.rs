@@ -17,9 +17,9 @@ const NODE_LEASE: &str = "The lease_id you got from baton_task_next for this nod
 
 /// The daemon's limits, stated in the schemas and checked before a call: the same
 /// constants the daemon checks with.
-use crate::methods::locks::{MAX_TTL_SECS as MAX_LOCK_TTL_SECS, MAX_WAIT_MS};
-use crate::methods::tasks::{MAX_ATTEMPTS, MAX_NODES, MAX_NODE_TTL_SECS};
-use crate::methods::MAX_PAGE;
+use crate::protocol::limits::{
+    MAX_ATTEMPTS, MAX_LOCK_TTL_SECS, MAX_NODES, MAX_NODE_TTL_SECS, MAX_PAGE, MAX_WAIT_MS,
+};
 
 /// Every tool, in listing order.
 pub fn catalogue() -> Vec<Tool> {

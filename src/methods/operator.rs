@@ -13,8 +13,7 @@ use crate::resource_key::canonicalize;
 
 use super::{agents, locks, tasks, write, Ctx, Method, Plan};
 
-/// Longest `reason`, in bytes.
-pub const MAX_REASON_BYTES: usize = 512;
+pub use crate::protocol::limits::MAX_REASON_BYTES;
 
 /// The reason, checked: 1 to [`MAX_REASON_BYTES`] bytes, not only blanks.
 fn reason(reason: String) -> Result<String> {

@@ -8,11 +8,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// The largest `limit` of a paged read.
-pub const MAX_PAGE: u64 = 1000;
-
-/// No answer line is longer than this.
-pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+pub use crate::protocol::limits::{MAX_ANSWER_BYTES, MAX_PAGE};
 
 /// A page stops taking items once they pass this many bytes: with one item at most a
 /// stored value (`BATON_MAX_VALUE_BYTES`, at most

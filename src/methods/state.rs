@@ -14,8 +14,7 @@ use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
 use super::{limit_or_default, paging, read, read_one_statement, write, Ctx, Limits, Method, Plan};
 
-/// Longest namespace or key, in bytes.
-pub const MAX_NAME_BYTES: usize = 512;
+pub use crate::protocol::limits::MAX_NAME_BYTES;
 
 pub use crate::protocol::state::*;
 pub use crate::protocol::Json;

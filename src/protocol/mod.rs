@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 pub mod agents;
 pub mod auth;
 pub mod journal;
+pub mod limits;
 pub mod locks;
 pub mod operator;
 pub mod state;

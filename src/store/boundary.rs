@@ -14,6 +14,9 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use crate::error::Result;
+
+/// Damage seen and the last commit failure (Health), kept beside the store.
+pub use super::health::StorageHealth;
 use crate::protocol::journal::{Event, EventFilter, EventType};
 use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};

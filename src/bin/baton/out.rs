@@ -72,7 +72,8 @@ impl Out {
         let mut count = 0u64;
         loop {
             if let Some(total) = total {
-                params["limit"] = Value::from((total - count).min(baton::methods::MAX_PAGE));
+                params["limit"] =
+                    Value::from((total - count).min(baton::protocol::limits::MAX_PAGE));
             }
             let page: Value = serde_json::from_str(conn.call_raw(method, &params).await?.get())
                 .map_err(|e| Failure::new(1, format!("{method} answered what is not JSON: {e}")))?;

@@ -24,12 +24,7 @@ use crate::resource_key::{canonicalize, ResourceKey};
 use super::state::check_value;
 use super::{write, write_or_wait, Ctx, Method, Plan};
 
-/// Longest lease a client may ask for: one week.
-pub const MAX_TTL_SECS: u64 = 7 * 24 * 3600;
-/// Longest wait a client may ask for: one hour.
-pub const MAX_WAIT_MS: u64 = 3_600_000;
-/// Most holders a counting key may admit.
-pub const MAX_SLOTS: u64 = 1000;
+pub use crate::protocol::limits::{MAX_LOCK_TTL_SECS as MAX_TTL_SECS, MAX_SLOTS, MAX_WAIT_MS};
 
 fn key(cx: &Ctx<'_>, raw: &str) -> Result<ResourceKey> {
     canonicalize(raw, &cx.app.config.workspace)

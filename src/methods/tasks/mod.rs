@@ -20,20 +20,10 @@ use crate::store::boundary::NewNode;
 use super::state::{check_value, Json};
 use super::{limit_or_default, paging, read, write, write_or_wait, Ctx, Method, Plan};
 
-/// Most nodes one task may have.
-pub const MAX_NODES: usize = 100_000;
-/// Most attempts a node may be given.
-pub const MAX_ATTEMPTS: u32 = 100;
-/// Longest a node lease may be asked for: one day.
-pub const MAX_NODE_TTL_SECS: u64 = 24 * 3600;
-/// Longest AcquireNextNode may wait: one hour.
-pub const MAX_WAIT_MS: u64 = 3_600_000;
-/// Longest a node may be held back: a day.
-pub const MAX_DELAY_MS: u64 = 24 * 3600 * 1000;
-/// Node priorities lie within plus or minus this.
-pub const MAX_PRIORITY: i64 = 1_000_000;
-/// Most labels a worker may give (each pick looks at every subset of them).
-pub const MAX_WORKER_LABELS: usize = 8;
+pub use crate::protocol::limits::{
+    MAX_ATTEMPTS, MAX_DELAY_MS, MAX_NODES, MAX_NODE_TTL_SECS, MAX_PRIORITY, MAX_WAIT_MS,
+    MAX_WORKER_LABELS,
+};
 
 /// Checks the value param `field` and hands over its text exactly as the client sent it.
 fn json_text(cx: &Ctx<'_>, field: &str, value: Json) -> Result<String> {

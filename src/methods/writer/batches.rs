@@ -11,8 +11,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::log_limit::Limited;
+use crate::store::boundary::StorageHealth;
 use crate::store::boundary::WriteStorage;
-use crate::store::StorageHealth;
 
 use super::super::agents;
 use super::super::idempotency;

@@ -13,11 +13,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::store::boundary::StorageHealth;
 use crate::store::boundary::{
     Agents, ForeignChanges, Foreseen, Journal, Leases, Meta, Nodes, OpenWrites, Outcomes, Records,
     Remembered, Storage, Tokens, WriteStorage,
 };
-use crate::store::StorageHealth;
 
 use super::agents::AgentState;
 use super::idempotency::Idempotency;
