@@ -12,17 +12,17 @@
 //! - `clock`, `config`, `metrics`, `resource_key`: time, settings, counters, lock keys.
 //! - `client`, `bridge`: the client side, for the `baton` CLI and `mcp-bridge`.
 
-pub mod app;
+pub(crate) mod app;
 pub mod bridge;
 pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;
-pub mod json;
-pub mod log_limit;
+pub(crate) mod json;
+pub(crate) mod log_limit;
 pub mod methods;
 pub mod metrics;
 pub mod protocol;
-pub mod resource_key;
+pub(crate) mod resource_key;
 pub mod server;
-pub mod store;
+pub(crate) mod store;

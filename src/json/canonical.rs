@@ -1,15 +1,16 @@
-//! [`canonical`]: the text the idempotency digest is taken over.
+//! [`canonical_without`]: the text the idempotency digest is taken over.
 
 use super::value::{is_high_surrogate, is_low_surrogate, skip_string, unicode_escape};
 
 /// The canonical text of a JSON document (already accepted by serde_json): object members
 /// sorted by key, no insignificant whitespace, strings decoded and re-encoded one way,
 /// numbers exactly as spelt.
+#[cfg(test)]
 pub fn canonical(raw: &str) -> String {
     canonical_without(raw, None)
 }
 
-/// [`canonical`], leaving out the top-level object member named `omit` (the idempotency
+/// `canonical`, leaving out the top-level object member named `omit` (the idempotency
 /// key itself is not part of what a request asks for).
 pub fn canonical_without(raw: &str, omit: Option<&str>) -> String {
     let mut canon = Canon {
@@ -27,9 +28,9 @@ pub fn canonical_without(raw: &str, omit: Option<&str>) -> String {
     out
 }
 
-/// Nesting beyond which [`canonical`] copies the text (minus whitespace) instead of
+/// Nesting beyond which [`canonical_without`] copies the text (minus whitespace) instead of
 /// sorting keys, so a deep document cannot exhaust the stack. Values are at most
-/// [`MAX_DEPTH`](super::MAX_DEPTH) deep, so requests never get there.
+/// [`MAX_DEPTH`](super::value::MAX_DEPTH) deep, so requests never get there.
 const MAX_CANONICAL_DEPTH: usize = 128;
 
 struct Canon<'a> {

@@ -6,10 +6,10 @@
 //! the double range (`1e400`), an integer literal beyond 2^63 - 1 in magnitude (most
 //! clients would lose digits; `-9223372036854775808` is refused too, so the rule is the same
 //! for both signs), a lone surrogate in a `\u` escape, or nesting deeper than
-//! [`MAX_DEPTH`]. A float that underflows to zero (`1e-400`) is accepted: every client
+//! [`MAX_DEPTH`](value::MAX_DEPTH). A float that underflows to zero (`1e-400`) is accepted: every client
 //! reads it, as 0.
 //!
-//! [`canonical`] is the text the idempotency digest is taken over: the same request spelt
+//! [`canonical_without`] is the text the idempotency digest is taken over: the same request spelt
 //! with other whitespace, key order or string escapes gives the same text; numbers keep
 //! their exact spelling, so `1.0` and `1` (or two doubles that differ in their last digit)
 //! are different requests.
@@ -23,6 +23,6 @@ mod canonical;
 mod params;
 mod value;
 
-pub use canonical::{canonical, canonical_without};
-pub use params::{expected_version, int_param, opt_int_param, MAX_INT_PARAM};
-pub use value::{check_value, MAX_DEPTH};
+pub use canonical::canonical_without;
+pub use params::{expected_version, int_param, opt_int_param};
+pub use value::check_value;

@@ -265,7 +265,7 @@ fn pointer(raw: &str, stack: &[Frame]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::canonical;
+    use super::super::canonical::canonical;
     use super::*;
 
     const LIMIT: usize = 1 << 20;

@@ -29,7 +29,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use connection::{listen, open, PgReads, PgWrites};
+pub use connection::{listen, open, PgReads};
 
 use tokio::runtime::Handle;
 use tokio_postgres::types::ToSql;
