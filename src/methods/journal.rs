@@ -182,7 +182,7 @@ const SUBSCRIPTION_PAGE: u64 = 256;
 /// large values never holds more than about this much at once.
 const SUBSCRIPTION_PAGE_BYTES: usize = 1 << 20;
 /// Event data one ReadEvents answer carries (past its first event); `next_seq` continues.
-const READ_MAX_BYTES: usize = 16 << 20;
+const READ_MAX_BYTES: usize = super::paging::PAGE_BYTES;
 
 impl Method for SubscribeParams {
     const NAME: &'static str = "Subscribe";

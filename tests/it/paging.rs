@@ -162,6 +162,36 @@ fn a_page_stops_at_its_byte_budget() {
     }
     assert_eq!(seen, 8);
     assert!(pages >= 3, "8 values of 3 MiB in {pages} pages");
+
+    // The journal (each event carries its value) and an inbox page by bytes too.
+    let events = c.result("ReadEvents", json!({"limit": 1000, "namespace": "big"}));
+    assert!(events.to_string().len() < 16 << 20);
+    assert!(events["events"].as_array().unwrap().len() < 8);
+    let session = c.result("RegisterAgent", json!({"name": "reader"}))["session_id"].clone();
+    let sender = c.result("RegisterAgent", json!({"name": "writer"}))["session_id"].clone();
+    for _ in 0..6 {
+        c.result(
+            "SendMessage",
+            json!({"session_id": sender, "to": ["reader"], "body": big}),
+        );
+    }
+    let mut after = 0;
+    let mut read = 0;
+    for _ in 0..6 {
+        let page = c.result(
+            "ReadInbox",
+            json!({"session_id": session, "after": after, "limit": 100}),
+        );
+        assert!(page.to_string().len() < 16 << 20);
+        let n = page["messages"].as_array().unwrap().len();
+        if n == 0 {
+            break;
+        }
+        assert!(n < 6, "6 messages of 3 MiB in one page");
+        read += n;
+        after = page["next_after"].as_u64().unwrap();
+    }
+    assert_eq!(read, 6);
 }
 
 #[test]

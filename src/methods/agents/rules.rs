@@ -287,12 +287,15 @@ fn message(row: MessageRow) -> Result<Message> {
     })
 }
 
+/// A page of an inbox after `after`: at most `limit` messages and 8 MiB of them (at least
+/// one), so no answer line passes 16 MiB.
 fn inbox(storage: &dyn Storage, name: &str, after: u64, limit: u64) -> Result<ReadInboxResult> {
-    let messages = storage
+    let mut messages = storage
         .inbox(name, after, limit)?
         .into_iter()
         .map(message)
         .collect::<Result<Vec<_>>>()?;
+    super::super::paging::cut(&mut messages, limit)?;
     let next_after = messages.last().map_or(after, |m| m.seq);
     Ok(ReadInboxResult {
         messages,
