@@ -634,7 +634,7 @@ impl Config {
             let need = |name: &'static str| -> Result<PathBuf, ConfigError> {
                 layers.path(name)?.ok_or_else(|| {
                     ConfigError(format!(
-                        "{} needs a certificate and its key: set BATON_TLS_CERT and BATON_TLS_KEY to PEM files (README, \"Several hosts\", shows how to make them), or listen on tcp://127.0.0.1:PORT for this host only",
+                        "{} needs a certificate and its key: set BATON_TLS_CERT and BATON_TLS_KEY to PEM files (docs/operations.md, \"TLS and tokens\", shows how to make them), or listen on tcp://127.0.0.1:PORT for this host only",
                         shown.join(", ")
                     ))
                 })

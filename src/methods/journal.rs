@@ -256,8 +256,11 @@ impl Method for UnsubscribeParams {
     }
 }
 
-/// Returns freed heap to the system after a stalled subscriber's backlog is dropped (glibc
-/// keeps large freed chunks in its arenas otherwise, so RSS would stay at the peak).
+/// After a stalled subscriber's backlog is dropped, returns what glibc's heap holds free to
+/// the system. Under batond's jemalloc this reaches only memory C code (SQLite) took from
+/// glibc: the backlog itself was jemalloc's, which gives freed pages back on its own
+/// schedule (its decay), not at this call. Programs on the system allocator (the library's
+/// other users) get the trim itself.
 fn give_memory_back() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps.

@@ -41,7 +41,9 @@ fn network_error(message: String) -> StartError {
 fn read_pem(path: &Path, what: &str, setting: &str) -> Result<Vec<u8>, StartError> {
     std::fs::read(path).map_err(|e| {
         let fix = match e.kind() {
-            ErrorKind::NotFound => "create it (README, \"Several hosts\", shows how) or point",
+            ErrorKind::NotFound => {
+                "create it (docs/operations.md, \"TLS and tokens\", shows how) or point"
+            }
             ErrorKind::PermissionDenied => "let batond's user read it, or point",
             _ => "check it, or point",
         };

@@ -9,6 +9,7 @@ mod common;
 
 mod credentials;
 mod dashboard_login;
+mod docs;
 mod durability;
 mod guard;
 mod https;
