@@ -458,6 +458,11 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         env!("CARGO_PKG_VERSION"),
         app.config.database.shown()
     );
+    // systemd's Type=notify (and the tests) learn that batond serves from this datagram on
+    // NOTIFY_SOCKET, not from its log; without NOTIFY_SOCKET it does nothing.
+    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+        tracing::warn!("could not tell the service manager batond is ready (NOTIFY_SOCKET): {e}");
+    }
 
     let shutdown = CancellationToken::new();
     // Cancelled when the shutdown grace runs out: ends connections mid-write.
@@ -558,6 +563,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
 
     drop(listener);
     sweeper.abort();
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     shutdown.cancel();
     for task in network_tasks {
         let _ = task.await;

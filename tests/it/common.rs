@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -321,13 +321,9 @@ impl Daemon {
         cmd
     }
 
-    /// Spawns the daemon and waits for its "listening on" line; Err(log) if it exits first.
+    /// Spawns the daemon and waits until it says it serves; Err(log) if it exits first.
     fn spawn(&mut self) -> Result<(), String> {
-        let mut child = self.command().spawn().expect("spawn batond");
-        let stderr = child.stderr.take().expect("stderr");
-        let from = self.log.len();
-        self.log.follow(stderr);
-        let ready = self.log.wait_for(from, "listening on", None);
+        let (child, ready) = spawn_ready(self.command(), self.dir.path(), &self.log);
         self.child = Some(child);
         if ready {
             Ok(())
@@ -405,6 +401,52 @@ impl Daemon {
             .read_to_string(&mut stderr)
             .unwrap();
         (child.wait().unwrap(), stderr)
+    }
+}
+
+/// Spawns a batond and waits until it tells, as it tells systemd (READY=1 on
+/// NOTIFY_SOCKET, a datagram socket in `dir`), that it serves: true then, false if it exits
+/// first. Its stderr goes to `log`.
+pub fn spawn_ready(mut cmd: Command, dir: &Path, log: &Log) -> (Child, bool) {
+    let path = dir.join("notify.sock");
+    let _ = std::fs::remove_file(&path);
+    let notify = UnixDatagram::bind(&path).expect("bind the notify socket");
+    // Waits in steps, to notice a batond that exits instead of serving.
+    notify
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    cmd.env("NOTIFY_SOCKET", &path);
+    let mut child = cmd.spawn().expect("spawn batond");
+    log.follow(child.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut buf = [0u8; 512];
+    loop {
+        match notify.recv(&mut buf) {
+            Ok(n)
+                if String::from_utf8_lossy(&buf[..n])
+                    .lines()
+                    .any(|l| l == "READY=1") =>
+            {
+                return (child, true)
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if child.try_wait().expect("try_wait").is_some() {
+                    return (child, false);
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "batond neither served nor exited:\n{}",
+                    log.text()
+                );
+            }
+            Err(e) => panic!("the notify socket: {e}"),
+        }
     }
 }
 

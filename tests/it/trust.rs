@@ -10,7 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::{Client, Daemon, Log};
+use crate::common::{spawn_ready, Client, Daemon, Log};
 use serde_json::json;
 
 /// Long enough for anything that should happen to happen on a loaded machine; a test that
@@ -44,12 +44,14 @@ fn batond(dir: &Path, home: &Path) -> Command {
 }
 
 impl Proc {
-    /// Spawns and waits until it listens or exits.
-    fn spawn(mut cmd: Command, socket: PathBuf) -> Proc {
-        let mut child = cmd.spawn().expect("spawn batond");
+    /// Spawns and waits until it serves or exits.
+    fn spawn(cmd: Command, socket: PathBuf) -> Proc {
         let log = Log::default();
-        log.follow(child.stderr.take().expect("stderr"));
-        let started = log.wait_for(0, "listening on", Some(PATIENCE));
+        let dir = socket
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("/tmp"));
+        let (child, started) = spawn_ready(cmd, dir, &log);
         Proc {
             child,
             log,
