@@ -645,6 +645,47 @@ impl Client {
     }
 }
 
+// ---- locks, taken and given back the same way by every test module ----
+
+/// AcquireResourceLock of `key` by `owner` with `extra` params merged in (`json!({})` for
+/// none); its answer, whatever it is.
+pub fn acquire_with(client: &mut Client, key: &str, owner: &str, extra: Value) -> Value {
+    let mut params = json!({"resource_key": key, "owner": owner});
+    let extra = extra
+        .as_object()
+        .expect("extra params are an object")
+        .clone();
+    params.as_object_mut().unwrap().extend(extra);
+    client.result("AcquireResourceLock", params)
+}
+
+/// AcquireResourceLock of `key` by `owner`; its answer, whatever it is.
+pub fn acquire(client: &mut Client, key: &str, owner: &str) -> Value {
+    acquire_with(client, key, owner, json!({}))
+}
+
+/// [`acquire_with`], which must be granted.
+#[track_caller]
+pub fn acquired_with(client: &mut Client, key: &str, owner: &str, extra: Value) -> Value {
+    let lease = acquire_with(client, key, owner, extra);
+    assert_eq!(lease["status"], "acquired", "{lease}");
+    lease
+}
+
+/// [`acquire`], which must be granted.
+#[track_caller]
+pub fn acquired(client: &mut Client, key: &str, owner: &str) -> Value {
+    acquired_with(client, key, owner, json!({}))
+}
+
+/// ReleaseResourceLock of a lease an acquire answered, with `outcome`.
+pub fn release(client: &mut Client, lease: &Value, outcome: &str) -> Value {
+    client.result(
+        "ReleaseResourceLock",
+        json!({"resource_key": lease["resource_key"], "lease_id": lease["lease_id"], "outcome": outcome}),
+    )
+}
+
 /// Waits until `condition` holds, asking again and again; fails after `limit`.
 pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;

@@ -1,14 +1,8 @@
 //! Credentials against a real daemon: lease ids appear only in the answer that created
 //! them, and CommitEvent refuses leases that are not live.
 
-use crate::common::{assert_error, Client, Daemon};
+use crate::common::{acquired_with, assert_error, Client, Daemon};
 use serde_json::{json, Value};
-
-fn acquire(c: &mut Client, params: Value) -> Value {
-    let lease = c.result("AcquireResourceLock", params);
-    assert_eq!(lease["status"], "acquired", "{lease}");
-    lease
-}
 
 fn lease_id(answer: &Value) -> String {
     answer["lease_id"]
@@ -42,9 +36,11 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
     let mut leases = Vec::new();
 
     // Locks: acquire, heartbeat, release; expiry; release on disconnect; a waiter's grant.
-    let l1 = acquire(
+    let l1 = acquired_with(
         &mut c,
-        json!({"resource_key": "file:a.rs", "owner": "alice", "metadata": {"why": "x"}}),
+        "file:a.rs",
+        "alice",
+        json!({"metadata": {"why": "x"}}),
     );
     leases.push(lease_id(&l1));
     c.result(
@@ -55,23 +51,22 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
         "ReleaseResourceLock",
         json!({"resource_key": "file:a.rs", "lease_id": l1["lease_id"], "outcome": "modified"}),
     );
-    let l2 = acquire(
-        &mut c,
-        json!({"resource_key": "tool:short", "owner": "bob", "ttl_secs": 1}),
-    );
+    let l2 = acquired_with(&mut c, "tool:short", "bob", json!({"ttl_secs": 1}));
     leases.push(lease_id(&l2));
     daemon.advance_clock(1_000);
     wait_free(&mut waiter, "tool:short");
     {
         let mut gone = daemon.client();
-        let l3 = acquire(
+        let l3 = acquired_with(
             &mut gone,
-            json!({"resource_key": "tool:conn", "owner": "carol", "release_on_disconnect": true}),
+            "tool:conn",
+            "carol",
+            json!({"release_on_disconnect": true}),
         );
         leases.push(lease_id(&l3));
     }
     wait_free(&mut waiter, "tool:conn");
-    let l4 = acquire(&mut c, json!({"resource_key": "tool:y", "owner": "alice"}));
+    let l4 = acquired_with(&mut c, "tool:y", "alice", json!({}));
     leases.push(lease_id(&l4));
     waiter.send_line(
         &json!({"id": 1, "method": "AcquireResourceLock",
@@ -187,7 +182,7 @@ fn lease_ids_appear_only_in_the_answer_that_created_them() {
 fn already_held_returns_the_lease_only_on_the_acquiring_connection() {
     let daemon = Daemon::start();
     let mut c = daemon.client();
-    let lease = acquire(&mut c, json!({"resource_key": "tool:t", "owner": "alice"}));
+    let lease = acquired_with(&mut c, "tool:t", "alice", json!({}));
     let same = c.result(
         "AcquireResourceLock",
         json!({"resource_key": "tool:t", "owner": "alice"}),

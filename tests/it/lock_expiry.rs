@@ -3,10 +3,8 @@
 //! keep a lease, and leases that lapse while the daemon is down. Time moves only when a
 //! test moves it, so a deadline can be checked 1 ms before it as well as at it.
 
-use crate::common::{assert_error, Daemon};
-use crate::locks::{
-    acquired, events, release, send_waiting_acquire, until_lock_figure, until_waiting,
-};
+use crate::common::{acquired, assert_error, release, Daemon};
+use crate::locks::{events, send_waiting_acquire, until_lock_figure, until_waiting};
 use serde_json::json;
 
 #[test]

@@ -2,28 +2,8 @@
 //! fencing, fair waiting, release on disconnect, and their journal events (expiry is in
 //! `lock_expiry`).
 
-use crate::common::{assert_error, u64s, Client, Daemon};
+use crate::common::{acquire, acquired, assert_error, release, u64s, Client, Daemon};
 use serde_json::{json, Value};
-
-pub(crate) fn acquire(client: &mut Client, key: &str, owner: &str) -> Value {
-    client.result(
-        "AcquireResourceLock",
-        json!({"resource_key": key, "owner": owner}),
-    )
-}
-
-pub(crate) fn acquired(client: &mut Client, key: &str, owner: &str) -> Value {
-    let lease = acquire(client, key, owner);
-    assert_eq!(lease["status"], "acquired", "{lease}");
-    lease
-}
-
-pub(crate) fn release(client: &mut Client, lease: &Value, outcome: &str) -> Value {
-    client.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": lease["resource_key"], "lease_id": lease["lease_id"], "outcome": outcome}),
-    )
-}
 
 /// Sends an acquire that waits, without reading the answer.
 pub(crate) fn send_waiting_acquire(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{postgres, Client, Daemon};
+use crate::common::{acquire, acquire_with, postgres, release, Client, Daemon};
 
 fn instances(db: &Arc<postgres::Database>, n: usize) -> Vec<Daemon> {
     (0..n).map(|_| Daemon::start_shared(db, &[])).collect()
@@ -153,21 +153,6 @@ fn granted_after(got: &Value, previous_owner: &str) {
     assert_eq!(got["previous"]["owner"], previous_owner, "{got}");
 }
 
-fn release(c: &mut Client, key: &str, lease_id: &Value) -> Value {
-    c.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": key, "lease_id": lease_id}),
-    )
-}
-
-fn acquire(c: &mut Client, key: &str, owner: &str, wait_ms: Option<u64>) -> Value {
-    let mut params = json!({"resource_key": key, "owner": owner});
-    if let Some(ms) = wait_ms {
-        params["wait_ms"] = json!(ms);
-    }
-    c.result("AcquireResourceLock", params)
-}
-
 /// Exclusivity and the dir:/file: hierarchy hold across instances, and fencing tokens
 /// increase across all of them and across restarts.
 #[test]
@@ -175,24 +160,24 @@ fn locks_exclude_across_instances_and_fencing_tokens_only_grow() {
     let Some(db) = postgres::shared() else { return };
     let mut daemons = instances(&db, 2);
     let (mut a, mut b) = (daemons[0].client(), daemons[1].client());
-    let dir = acquire(&mut a, "dir:src", "alice", None);
+    let dir = acquire(&mut a, "dir:src", "alice");
     assert_eq!(dir["status"], "acquired");
-    let inside = acquire(&mut b, "file:src/main.rs", "bob", None);
+    let inside = acquire(&mut b, "file:src/main.rs", "bob");
     assert_eq!(inside["status"], "busy", "{inside}");
-    let same = acquire(&mut b, "dir:src", "bob", None);
+    let same = acquire(&mut b, "dir:src", "bob");
     assert_eq!(same["status"], "busy");
-    let other = acquire(&mut b, "file:docs/x.md", "bob", None);
+    let other = acquire(&mut b, "file:docs/x.md", "bob");
     assert_eq!(other["status"], "acquired");
     let mut tokens = vec![
         dir["fencing_token"].as_u64().unwrap(),
         other["fencing_token"].as_u64().unwrap(),
     ];
-    release(&mut a, "dir:src", &dir["lease_id"]);
+    release(&mut a, &dir, "released");
     drop((a, b));
     daemons[0].sigterm();
     daemons[0].restart();
     for (i, d) in daemons.iter().enumerate() {
-        let got = acquire(&mut d.client(), &format!("tool:t{i}"), "carol", None);
+        let got = acquire(&mut d.client(), &format!("tool:t{i}"), "carol");
         tokens.push(got["fencing_token"].as_u64().unwrap());
     }
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
@@ -213,7 +198,7 @@ fn the_previous_outcome_and_the_free_key_cross_instances() {
             ["modified", "released"][round % 2],
         );
         let c = &mut clients[round % 2];
-        let got = acquire(c, "file:src/shared.rs", &owner, None);
+        let got = acquire(c, "file:src/shared.rs", &owner);
         assert_eq!(got["status"], "acquired", "round {round}: {got}");
         match &last {
             Some((owner, outcome)) => {
@@ -245,19 +230,19 @@ fn a_waiter_on_one_instance_is_handed_a_lock_released_on_another() {
         .map(|_| Daemon::start_shared(&db, &["--instance-timeout-secs", "3600"]))
         .collect();
     let mut a = daemons[0].client();
-    let held = acquire(&mut a, "tool:deploy", "alice", None);
+    let held = acquire(&mut a, "tool:deploy", "alice");
     let socket = daemons[1].socket_path();
     let waiter = thread::spawn(move || {
         let mut b = Client::connect(&socket);
         b.set_read_timeout(Duration::from_secs(60));
-        acquire(&mut b, "tool:deploy", "bob", Some(30_000))
+        acquire_with(&mut b, "tool:deploy", "bob", json!({"wait_ms": 30_000}))
     });
     // The waiter is queued on B once B's Metrics count it.
     let mut b = daemons[1].client();
     crate::common::wait_until(Duration::from_secs(20), || {
         b.result("Metrics", json!({}))["locks"]["waiting"] == 1
     });
-    release(&mut a, "tool:deploy", &held["lease_id"]);
+    release(&mut a, &held, "released");
     let granted = waiter.join().unwrap();
     granted_after(&granted, "alice");
     assert!(granted["fencing_token"].as_u64() > held["fencing_token"].as_u64());
@@ -392,7 +377,10 @@ fn queue_waiter(
     let waiter = thread::spawn(move || {
         let mut c = Client::connect(&socket);
         c.set_read_timeout(Duration::from_secs(60));
-        (acquire(&mut c, key, owner, Some(wait_ms)), c)
+        (
+            acquire_with(&mut c, key, owner, json!({"wait_ms": wait_ms})),
+            c,
+        )
     });
     let mut probe = on.client();
     crate::common::wait_until(Duration::from_secs(20), || {
@@ -411,7 +399,7 @@ fn waiters_on_two_instances_are_served_in_the_order_they_queued() {
         .map(|_| Daemon::start_shared(&db, &["--instance-timeout-secs", "3600"]))
         .collect();
     let mut a = daemons[0].client();
-    let held = acquire(&mut a, "tool:fifo", "holder", None);
+    let held = acquire(&mut a, "tool:fifo", "holder");
     // First in line: a waiter on B; second: one on A, where the lock is released.
     let first = queue_waiter(&daemons[1], "tool:fifo", "first", 20_000);
     let second = queue_waiter(&daemons[0], "tool:fifo", "second", 20_000);
@@ -426,12 +414,12 @@ fn waiters_on_two_instances_are_served_in_the_order_they_queued() {
             .collect();
         assert_eq!(owners, ["first", "second"], "{listed}");
     }
-    release(&mut a, "tool:fifo", &held["lease_id"]);
+    release(&mut a, &held, "released");
     let (got, mut on_b) = first.join().unwrap();
     granted_after(&got, "holder");
     let status = a.result("ResourceLockStatus", json!({"resource_key": "tool:fifo"}));
     assert_eq!(status["held_by"]["owner"], "first", "{status}");
-    release(&mut on_b, "tool:fifo", &got["lease_id"]);
+    release(&mut on_b, &got, "released");
     let (next, _) = second.join().unwrap();
     granted_after(&next, "first");
 }
@@ -444,13 +432,13 @@ fn a_dead_instances_waiters_leave_the_line() {
     let mut doomed = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
     let survivor = Daemon::start_shared(&db, &["--instance-timeout-secs", "1"]);
     let mut a = survivor.client();
-    let held = acquire(&mut a, "tool:line", "holder", None);
+    let held = acquire(&mut a, "tool:line", "holder");
     let _lost = queue_waiter(&doomed, "tool:line", "lost", 20_000);
     // Its wait outlasts its client's patience: only the dead waiter leaving the line gets
     // it the lock in time.
     let next = queue_waiter(&survivor, "tool:line", "next", 3_600_000);
     doomed.kill9();
-    release(&mut a, "tool:line", &held["lease_id"]);
+    release(&mut a, &held, "released");
     let (got, _) = next.join().unwrap();
     granted_after(&got, "holder");
 }
@@ -481,7 +469,7 @@ fn what_a_dead_instance_held_for_its_connections_ends() {
     crate::common::wait_until(Duration::from_secs(30), || {
         b.result("ResourceLockStatus", json!({"resource_key": "tool:deploy"}))["status"] != "held"
     });
-    let next = acquire(&mut b, "tool:deploy", "bob", None);
+    let next = acquire(&mut b, "tool:deploy", "bob");
     assert_eq!(next["previous"]["outcome"], "abandoned", "{next}");
     let agents = b.result("ListAgents", json!({}));
     assert_eq!(
@@ -536,7 +524,7 @@ fn daemons_whose_clocks_are_hours_off_agree_on_expiry() {
     }
 
     // The daemon three hours ahead does not take the other's fresh lease as lapsed.
-    let refused = acquire(&mut a, "tool:b", "carol", None);
+    let refused = acquire(&mut a, "tool:b", "carol");
     assert_eq!(refused["status"], "busy", "{refused}");
     assert_eq!(refused["held_by"]["owner"], "bob");
 
@@ -547,7 +535,7 @@ fn daemons_whose_clocks_are_hours_off_agree_on_expiry() {
         json!({"resource_key": "tool:short", "owner": "alice", "ttl_secs": 1}),
     );
     assert_eq!(short["status"], "acquired");
-    let next = acquire(&mut b, "tool:short", "bob", Some(20_000));
+    let next = acquire_with(&mut b, "tool:short", "bob", json!({"wait_ms": 20_000}));
     assert_eq!(next["status"], "acquired", "{next}");
     assert_eq!(next["previous"]["outcome"], "expired", "{next}");
     assert!(next["fencing_token"].as_u64() > short["fencing_token"].as_u64());

@@ -2,38 +2,22 @@
 //! `dir:`/`file:` hierarchy applies mode-wise; a queued exclusive request holds back later
 //! shared ones; a counting key admits its slots and refuses a mismatched count.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::common::{assert_error, Client, Daemon};
-
-fn acquire(client: &mut Client, key: &str, owner: &str, extra: Value) -> Value {
-    let mut params = json!({"resource_key": key, "owner": owner, "ttl_secs": 600});
-    params
-        .as_object_mut()
-        .unwrap()
-        .extend(extra.as_object().unwrap().clone());
-    client.result("AcquireResourceLock", params)
-}
-
-fn release(client: &mut Client, lease: &Value) {
-    client.result(
-        "ReleaseResourceLock",
-        json!({"resource_key": lease["resource_key"], "lease_id": lease["lease_id"]}),
-    );
-}
+use crate::common::{acquire_with, assert_error, release, Daemon};
 
 #[test]
 fn shared_holders_coexist_and_an_exclusive_one_waits_for_all_of_them() {
     let daemon = Daemon::start();
     let mut client = daemon.client();
     let shared = json!({"mode": "shared"});
-    let a = acquire(&mut client, "artifact:schema", "reader-a", shared.clone());
-    let b = acquire(&mut client, "artifact:schema", "reader-b", shared.clone());
+    let a = acquire_with(&mut client, "artifact:schema", "reader-a", shared.clone());
+    let b = acquire_with(&mut client, "artifact:schema", "reader-b", shared.clone());
     assert_eq!(a["status"], "acquired");
     assert_eq!(b["status"], "acquired");
     assert_eq!(a["mode"], "shared");
     assert!(b["fencing_token"].as_u64() > a["fencing_token"].as_u64());
-    let busy = acquire(&mut client, "artifact:schema", "writer", json!({}));
+    let busy = acquire_with(&mut client, "artifact:schema", "writer", json!({}));
     assert_eq!(busy["status"], "busy", "{busy}");
     let owners: Vec<&str> = busy["held_by"]
         .as_array()
@@ -42,15 +26,15 @@ fn shared_holders_coexist_and_an_exclusive_one_waits_for_all_of_them() {
         .map(|h| h["owner"].as_str().unwrap())
         .collect();
     assert_eq!(owners, ["reader-a", "reader-b"]);
-    release(&mut client, &a);
+    release(&mut client, &a, "released");
     assert_eq!(
-        acquire(&mut client, "artifact:schema", "writer", json!({}))["status"],
+        acquire_with(&mut client, "artifact:schema", "writer", json!({}))["status"],
         "busy"
     );
-    release(&mut client, &b);
-    let w = acquire(&mut client, "artifact:schema", "writer", json!({}));
+    release(&mut client, &b, "released");
+    let w = acquire_with(&mut client, "artifact:schema", "writer", json!({}));
     assert_eq!(w["status"], "acquired");
-    let refused = acquire(&mut client, "artifact:schema", "reader-c", shared);
+    let refused = acquire_with(&mut client, "artifact:schema", "reader-c", shared);
     assert_eq!(
         refused["status"], "busy",
         "an exclusive holder excludes readers"
@@ -63,7 +47,7 @@ fn shared_holders_coexist_and_an_exclusive_one_waits_for_all_of_them() {
 fn a_queued_exclusive_request_holds_back_later_shared_ones() {
     let daemon = Daemon::start();
     let mut client = daemon.client();
-    let reader = acquire(&mut client, "db:main", "reader", json!({"mode": "shared"}));
+    let reader = acquire_with(&mut client, "db:main", "reader", json!({"mode": "shared"}));
     let mut writer = daemon.client();
     writer.send_line(
         &json!({"id": 7, "method": "AcquireResourceLock", "params": {
@@ -74,14 +58,14 @@ fn a_queued_exclusive_request_holds_back_later_shared_ones() {
     while client.result("Metrics", json!({}))["locks"]["waiting"] != 1 {
         std::thread::yield_now();
     }
-    let late = acquire(
+    let late = acquire_with(
         &mut client,
         "db:main",
         "late-reader",
         json!({"mode": "shared"}),
     );
     assert_eq!(late["status"], "busy", "{late}");
-    release(&mut client, &reader);
+    release(&mut client, &reader, "released");
     let granted = writer.read_line();
     assert_eq!(granted["result"]["status"], "acquired", "{granted}");
     assert_eq!(granted["result"]["owner"], "writer");
@@ -92,19 +76,19 @@ fn the_hierarchy_applies_mode_wise() {
     let daemon = Daemon::start();
     let mut client = daemon.client();
     let shared = json!({"mode": "shared"});
-    acquire(&mut client, "dir:src", "indexer", shared.clone());
+    acquire_with(&mut client, "dir:src", "indexer", shared.clone());
     // Shared inside a shared directory: fine; exclusive inside it: refused.
-    let inside = acquire(&mut client, "file:src/a.rs", "reader", shared.clone());
+    let inside = acquire_with(&mut client, "file:src/a.rs", "reader", shared.clone());
     assert_eq!(inside["status"], "acquired");
-    let edit = acquire(&mut client, "file:src/b.rs", "editor", json!({}));
+    let edit = acquire_with(&mut client, "file:src/b.rs", "editor", json!({}));
     assert_eq!(edit["status"], "busy");
     assert_eq!(edit["conflicting_key"], "dir:src");
     // An exclusive directory over shared files inside it: refused.
-    let whole = acquire(&mut client, "dir:src", "refactorer", json!({}));
+    let whole = acquire_with(&mut client, "dir:src", "refactorer", json!({}));
     assert_eq!(whole["status"], "busy", "{whole}");
     // A shared directory above an exclusive file: refused.
-    acquire(&mut client, "file:docs/x.md", "writer", json!({}));
-    let docs = acquire(&mut client, "dir:docs", "indexer", shared);
+    acquire_with(&mut client, "file:docs/x.md", "writer", json!({}));
+    let docs = acquire_with(&mut client, "dir:docs", "indexer", shared);
     assert_eq!(docs["status"], "busy");
     assert_eq!(docs["conflicting_key"], "file:docs/x.md");
 }
@@ -114,12 +98,12 @@ fn a_counting_key_admits_its_slots_and_refuses_another_count() {
     let daemon = Daemon::start();
     let mut client = daemon.client();
     let two = json!({"slots": 2});
-    let first = acquire(&mut client, "tool:cargo-build", "a", two.clone());
-    let second = acquire(&mut client, "tool:cargo-build", "b", two.clone());
+    let first = acquire_with(&mut client, "tool:cargo-build", "a", two.clone());
+    let second = acquire_with(&mut client, "tool:cargo-build", "b", two.clone());
     assert_eq!(first["status"], "acquired");
     assert_eq!(second["status"], "acquired");
     assert_eq!(first["slots"], 2);
-    let third = acquire(&mut client, "tool:cargo-build", "c", two.clone());
+    let third = acquire_with(&mut client, "tool:cargo-build", "c", two.clone());
     assert_eq!(third["status"], "busy");
     assert_eq!(third["held_by"].as_array().unwrap().len(), 2);
     let mismatch = client.error(
@@ -144,9 +128,9 @@ fn a_counting_key_admits_its_slots_and_refuses_another_count() {
         json!({"resource_key": "file:a.rs", "owner": "d", "slots": 2}),
     );
     let _ = assert_error(&on_a_file, -32602, "invalid_params");
-    release(&mut client, &first);
+    release(&mut client, &first, "released");
     assert_eq!(
-        acquire(&mut client, "tool:cargo-build", "c", two)["status"],
+        acquire_with(&mut client, "tool:cargo-build", "c", two)["status"],
         "acquired"
     );
 }
