@@ -1,5 +1,7 @@
-//! The daemon's only source of time. Everything that stamps a record, judges an expiry or
-//! waits for a deadline asks a [`Clock`], so tests can drive time by hand instead of
+//! The time the rules judge by. Everything that stamps a record, judges an expiry or waits
+//! for a lease's or a request's deadline asks a [`Clock`] (what only measures or paces the
+//! daemon's own work, such as latencies and batch timing, reads `Instant`), so tests can
+//! drive time by hand instead of
 //! sleeping: batond started with `BATON_TEST_CLOCK_MS` runs on a [`ManualClock`] that only
 //! the `AdvanceClock` method moves.
 
