@@ -127,7 +127,7 @@ test('the dashboard shows agents, locks, tasks, the journal and keys live', { ti
       nodes: [{ id: 'build', dependencies: [] }, { id: 'test', dependencies: ['build'] }],
     });
     await page.getByRole('link', { name: 'Tasks' }).click();
-    await page.getByRole('button', { name: /ship the release/ }).click();
+    await page.getByRole('link', { name: /ship the release/ }).click();
     await page.locator('[data-node="build"][data-state="PENDING"]').waitFor();
     const worker = new Line(daemon.socket);
     lines.push(worker);
