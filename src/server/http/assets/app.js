@@ -15,7 +15,7 @@ import { html, render, Component, useState, useEffect, useMemo, useRef } from '/
 // ---- talking to batond ------------------------------------------------------------
 
 /** What the page has done, for its tests and the lag bench (`window.batonStats`). */
-const stats = { calls: 0, inFlight: 0, maxInFlight: 0, reloads: 0, events: 0, renders: 0 };
+const stats = { calls: 0, inFlight: 0, maxInFlight: 0, reloads: 0, reloading: 0, maxReloading: 0, events: 0 };
 window.batonStats = stats;
 
 /** The session's anti-CSRF token, sent with every call (batond checks it on actions). */
@@ -105,7 +105,10 @@ function throttled(run, gap = 1000) {
     wanted = false;
     last = performance.now();
     stats.reloads++;
+    stats.reloading++;
+    stats.maxReloading = Math.max(stats.maxReloading, stats.reloading);
     Promise.resolve().then(run).catch(() => {}).finally(() => {
+      stats.reloading--;
       running = false;
       if (wanted) kick();
     });
@@ -254,7 +257,9 @@ function tick() {
   const now = Date.now();
   for (const el of document.querySelectorAll('time[data-rel]')) {
     const text = relative(el.dateTime, now);
-    if (el.textContent !== text) el.textContent = text;
+    // The text node Preact rendered, changed in place (Preact keeps updating that node).
+    const node = el.firstChild;
+    if (node && node.nodeType === 3 && node.data !== text) node.data = text;
   }
 }
 
@@ -464,9 +469,10 @@ function lockTree(holders, waiting) {
 
 const Holder = pure(({ h }) => html`<span class="holder" data-holder=${h.owner} data-fencing=${h.fencing_token}>
   <span class="tag">${h.mode || 'exclusive'}${h.slots ? ` · ${h.slots} slots` : ''}</span>
-  held by <strong>${h.owner}</strong> since <${When} at=${h.acquired_at} />, until <${When} at=${h.expires_at} />
-  <span class="muted">(fencing ${h.fencing_token})</span>
-  ${h.metadata != null ? html` <span class="note" title="the holder's metadata">note: <${Json} value=${h.metadata} /></span>` : ''}
+  held by <strong>${h.owner}</strong> since <${When} at=${h.acquired_at} />, expires <${When} at=${h.expires_at} />
+  <span class="muted"> (fencing ${h.fencing_token})</span>
+  ${h.metadata != null ? html` <span class="note" title="the holder's metadata">${typeof h.metadata?.note === 'string'
+    ? html`note: <q>${h.metadata.note}</q>` : html`<code>${JSON.stringify(h.metadata).slice(0, 300)}</code>`}</span>` : ''}
   <${Action} label="Break" name=${`Break ${h.owner}'s lock on ${h.resource_key}`} method="BreakLock"
     params=${{ resource_key: h.resource_key }}
     title=${`Ends ${h.owner}'s lease on ${h.resource_key} now; its next fenced write is refused and the next waiter gets the key.`} />
@@ -484,13 +490,19 @@ function LockNode({ node, holders }) {
   const children = [...node.children.values()].sort((a, b) => a.name.localeCompare(b.name));
   const isDir = node.kind === 'dir';
   return html`<li data-key=${node.key || undefined}>
-    <span class=${`seg${isDir ? ' dir' : ''}`} title=${node.key || ''}>${isDir ? '📁 ' : ''}${node.name}${children.length || isDir ? '/' : ''}</span>
-    ${isDir ? html`<span class="muted"> (the whole directory)</span>` : ''}
+    <span class=${`seg${isDir ? ' dir' : ''}`} title=${node.key || ''}>${node.name}${children.length || isDir ? '/' : ''}</span>
+    ${isDir ? html` <span class="tag dir">dir</span><span class="muted"> (the whole directory)</span>` : ''}
     ${node.holders.map((h) => html`<${Holder} key=${h.fencing_token} h=${h} />`)}
     ${node.waiters.map((w) => html`<${Waiter} key=${w.owner} w=${w} blockers=${holders.filter((h) => overlaps(w.resource_key, h.resource_key))} />`)}
     ${children.length ? html`<ul>${children.map((c) => html`<${LockNode} key=${c.name} node=${c} holders=${holders} />`)}</ul>` : ''}
   </li>`;
 }
+
+/** The lock events the Locks page applies itself; any other `lock.*` one reloads. */
+const LOCK_EVENTS = new Set(['lock.acquired', 'lock.released', 'lock.expired']);
+
+/** New leases whose details the Locks page asks about one by one, at most. */
+const DETAILS = 200;
 
 /** Leases the Locks page renders at first; more on request. */
 const LOCKS_SHOWN = 500;
@@ -525,7 +537,7 @@ function Locks({ arg }) {
   }, [prefix], {
     // Each lock event changes the model in place; only waits (which the journal does not
     // record) reload, throttled.
-    reloadOn: (batch, { signals }) => signals,
+    reloadOn: (batch, { signals }) => signals || batch.some((e) => e.type.startsWith('lock.') && !LOCK_EVENTS.has(e.type)),
     apply: (d, batch) => {
       const locks = batch.filter((e) => e.type.startsWith('lock.') && e.resource_key?.startsWith(prefix));
       if (!locks.length) return d;
@@ -541,8 +553,8 @@ function Locks({ arg }) {
             resource_key: e.resource_key, owner: e.actor ?? '?', acquired_at: e.at,
             expires_at: e.data?.expires_at, fencing_token: e.data?.fencing_token, mode: e.data?.mode, slots: e.data?.slots,
           };
-          holders = holders.filter((x) => !(x.resource_key === h.resource_key && x.fencing_token === h.fencing_token));
-          holders.push(h);
+          if (holders.some((x) => x.resource_key === h.resource_key && x.fencing_token === h.fencing_token)) continue;
+          holders = [...holders, h];
           // A waiter that got the key waits no more.
           waiting = waiting.filter((w) => !(w.resource_key === h.resource_key && w.owner === h.owner));
         } else if (e.type === 'lock.released' || e.type === 'lock.expired') {
@@ -553,6 +565,54 @@ function Locks({ arg }) {
       return { ...d, holders, waiting, released };
     },
   });
+
+  // A lock event does not carry the lease's mode, slots or metadata: each new lease's key
+  // is asked about once (ResourceLockStatus, one call at a time); past DETAILS keys
+  // waiting, a reload is cheaper.
+  const fill = useMemo(() => {
+    const pending = new Set();
+    // Details read but not yet shown, by key: shown together, once a batch.
+    let found = new Map();
+    let showing = null;
+    const show = () => {
+      showing = null;
+      const known = found;
+      found = new Map();
+      model.update((d) => ({
+        ...d,
+        holders: d.holders.map((h) => {
+          const detail = known.get(h.resource_key)?.get(h.fencing_token);
+          return detail ? { ...h, ...detail, resource_key: h.resource_key } : h;
+        }),
+      }));
+    };
+    let running = false;
+    const run = async () => {
+      if (running) return;
+      running = true;
+      try {
+        while (pending.size) {
+          const key = pending.values().next().value;
+          pending.delete(key);
+          const status = await call('ResourceLockStatus', { resource_key: key }).catch(() => null);
+          if (status?.status !== 'held' || status.conflicting_key !== key) continue;
+          found.set(key, new Map([].concat(status.held_by).map((h) => [h.fencing_token, h])));
+          showing ??= setTimeout(show, FLUSH_MS);
+        }
+      } finally {
+        running = false;
+      }
+    };
+    return (keys) => {
+      for (const key of keys) pending.add(key);
+      if (pending.size > DETAILS) { pending.clear(); model.reload(); return; }
+      run();
+    };
+  }, [prefix]);
+  useEvents((batch) => {
+    const keys = batch.filter((e) => e.type === 'lock.acquired' && e.resource_key?.startsWith(prefix)).map((e) => e.resource_key);
+    if (keys.length) fill(keys);
+  }, [fill]);
 
   const more = async () => {
     const answer = await page('ListResourceLocks', prefix ? { prefix } : {}, 1000, model.data.next);
@@ -655,7 +715,7 @@ const NodeRow = pure(({ n, taskId, past }) => {
   const errors = past?.errors ?? [];
   const retrying = (n.state === 'PENDING' || n.state === 'RUNNING') && (errors.length > 0 || (n.error != null && n.attempts > 0));
   const worker = n.lease_owner || past?.worker;
-  return html`<tr data-node-row=${n.node_id} class=${retrying ? 'retrying' : ''}>
+  return html`<tr data-node-row=${n.node_id} data-event=${n.seq} class=${retrying ? 'retrying' : ''}>
     <th scope="row">${n.name || n.node_id}${n.name && n.name !== n.node_id ? html` <span class="muted">${n.node_id}</span>` : ''}</th>
     <td><span class=${`state ${n.state}`}>${n.state}</span>
       ${retrying ? html` <span class="tag retry" data-retrying>failed, retrying</span>` : ''}</td>
@@ -670,6 +730,9 @@ const NodeRow = pure(({ n, taskId, past }) => {
         title=${`Puts node ${n.node_id} back to PENDING for another attempt.`} />` : ''}</td>
   </tr>`;
 });
+
+/** The node events a task's page applies itself; any other event of the task reloads. */
+const NODE_EVENTS = new Set(['node.acquired', 'node.completed', 'node.failed', 'node.progress', 'task.completed', 'task.failed', 'task.registered']);
 
 /** Events of a task read at most (pages of 1,000) for the worker and error history. */
 const PAST_PAGES = 20;
@@ -711,8 +774,9 @@ function TaskDetail({ taskId }) {
     ]);
     return { ...result, next, past: history.past, pastComplete: history.complete, shape: {} };
   }, [taskId], {
-    // What an event does not carry (a rolled-back node's new state, a cancel's nodes).
-    reloadOn: (batch) => batch.some((e) => e.task_id === taskId && (e.type === 'node.rolled_back' || e.type === 'task.cancelled')),
+    // What an event does not carry (a rolled-back node's new state, a cancel's nodes, an
+    // event this page does not know).
+    reloadOn: (batch) => batch.some((e) => e.task_id === taskId && !NODE_EVENTS.has(e.type) && e.type !== 'task.running'),
     apply: (d, batch) => {
       const mine = batch.filter((e) => e.task_id === taskId);
       if (!mine.length) return d;
@@ -735,7 +799,8 @@ function TaskDetail({ taskId }) {
           counts[state] = (counts[state] ?? 0) + 1;
         }
         if (!n) continue;
-        const changed = { ...n, state: state ?? n.state, updated_at: e.at };
+        if (e.seq <= (n.seq ?? 0)) continue;
+        const changed = { ...n, state: state ?? n.state, updated_at: e.at, seq: e.seq };
         if (e.type === 'node.acquired') {
           changed.lease_owner = e.actor ?? null;
           changed.lease_expires_at = e.data?.lease_expires_at ?? null;
