@@ -73,7 +73,8 @@ async function page(method, params, limit, after) {
   }
   try {
     const result = await call(method, asked);
-    return { result, next: result.next ?? result.next_after ?? null };
+    // `paged`: the answer says whether more exist (else a full page may hide more).
+    return { result, next: result.next ?? result.next_after ?? null, paged: 'next' in result || 'next_after' in result };
   } catch (err) {
     if (!unpaged.has(method) && err.code === -32602 && /`(after|limit)`/.test(err.message)) {
       unpaged.add(method);
@@ -862,9 +863,9 @@ function Tasks({ arg }) {
   const [taskId] = arg.split('/');
   const [search, setSearch] = useState('');
   const model = useModel(async () => {
-    const { result, next } = await page('ListTasks', {}, TASKS_PAGE);
+    const { result, next, paged } = await page('ListTasks', {}, TASKS_PAGE);
     // A daemon without paging answers at most `limit`: say so rather than hide the rest.
-    const full = unpaged.has('ListTasks') && result.tasks.length >= TASKS_PAGE;
+    const full = !paged && result.tasks.length >= TASKS_PAGE;
     return { tasks: result.tasks, next, full };
   }, [], {
     apply: (d, batch) => {
@@ -898,8 +899,8 @@ function Tasks({ arg }) {
             <div class="toolbar"><${Search} label="Goal or id contains" value=${search} onInput=${setSearch}
               note=${next != null || full ? 'searches the tasks loaded so far' : ''} /></div>
             <ul class="list">${shown.map((t) => html`<${TaskItem} key=${t.task_id} t=${t} chosen=${t.task_id === taskId} />`)}</ul>
-            <${More} shown=${tasks.length} next=${next} onMore=${more} what="tasks" />
-            ${full ? html`<p class="muted">This daemon lists only the newest ${TASKS_PAGE} tasks; open an older one by its address (#/tasks/ID).</p>` : ''}
+            ${full ? html`<p class="pager muted">The newest ${TASKS_PAGE} tasks are shown: this daemon does not page them further; open an older one by its address (#/tasks/ID).</p>`
+              : html`<${More} shown=${tasks.length} next=${next} onMore=${more} what="tasks" />`}
           </div>
           <div class="detail">${taskId ? html`<${TaskDetail} key=${taskId} taskId=${taskId} />` : html`<p class="muted">Choose a task to see its graph.</p>`}</div>
         </div>`;
