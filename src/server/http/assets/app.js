@@ -500,7 +500,7 @@ function LockNode({ node, holders }) {
 }
 
 /** The lock events the Locks page applies itself; any other `lock.*` one reloads. */
-const LOCK_EVENTS = new Set(['lock.acquired', 'lock.released', 'lock.expired']);
+const LOCK_EVENTS = new Set(['lock.acquired', 'lock.released', 'lock.expired', 'lock.broken']);
 
 /** New leases whose details the Locks page asks about one by one, at most. */
 const DETAILS = 200;
@@ -558,7 +558,7 @@ function Locks({ arg }) {
           holders = [...holders, h];
           // A waiter that got the key waits no more.
           waiting = waiting.filter((w) => !(w.resource_key === h.resource_key && w.owner === h.owner));
-        } else if (e.type === 'lock.released' || e.type === 'lock.expired') {
+        } else if (e.type === 'lock.released' || e.type === 'lock.expired' || e.type === 'lock.broken') {
           holders = holders.filter((x) => !(x.resource_key === e.resource_key && x.fencing_token === e.data?.fencing_token));
           if (!released.some((x) => x.seq === e.seq)) released = [e, ...released].slice(0, 20);
         }
@@ -641,9 +641,10 @@ function Locks({ arg }) {
           <button type="button" class="secondary" onClick=${() => setShown(shown + LOCKS_SHOWN)}>Show ${Math.min(LOCKS_SHOWN, holders.length - shown)} more</button></p>` : ''}
         <${More} shown=${holders.length} next=${next} onMore=${more} what="leases" />
         ${released.length ? html`<h3>Just released</h3><ul class="released">${released.map((e) => html`<li key=${e.seq} data-released=${e.resource_key}>
-          <a href=${lockHref(e.resource_key)}>${e.resource_key}</a> · ${e.type === 'lock.expired' ? 'expired' : 'released'} by <strong>${e.actor ?? '?'}</strong>
-          <${When} at=${e.at} />${e.data?.outcome ? html` · ${e.data.outcome}` : ''}${e.data?.moved_to ? html` to ${e.data.moved_to}` : ''}
-          ${e.data?.note ? html` · note: <q class="note">${e.data.note}</q>` : ''}</li>`)}</ul>` : ''}`;
+          <a href=${lockHref(e.resource_key)}>${e.resource_key}</a> · ${e.type.slice(5)}
+          ${e.type === 'lock.broken' ? html` by <strong>${e.data?.by ?? e.actor ?? '?'}</strong> (held by ${e.actor ?? '?'})` : html` by <strong>${e.actor ?? '?'}</strong>`}
+          <${When} at=${e.at} />${e.data?.outcome && e.type !== 'lock.broken' ? html` · ${e.data.outcome}` : ''}${e.data?.moved_to ? html` to ${e.data.moved_to}` : ''}
+          ${e.data?.reason ? html` · reason: <q class="note">${e.data.reason}</q>` : e.data?.note ? html` · note: <q class="note">${e.data.note}</q>` : ''}</li>`)}</ul>` : ''}`;
     }}<//>
   </section>`;
 }
