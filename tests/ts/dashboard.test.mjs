@@ -83,12 +83,16 @@ test('the dashboard shows agents, locks, tasks, the journal and keys live', { ti
     assert.equal(await page.locator('[data-waiter]').count(), 0);
     // The release's note shows.
     await page.locator('[data-released="file:src/main.rs"]').getByText('handing over to bob').waitFor();
-    // Breaking a lock needs the operator grant: this read-only session is refused, clearly.
-    await page.locator('[data-holder="bob"]').getByRole('button', { name: /Break bob's lock/ }).click();
-    await page.getByRole('dialog').getByLabel(/Reason/).fill('bob is stuck');
-    await page.getByRole('dialog').getByRole('button', { name: 'Break' }).click();
-    await page.getByRole('dialog').getByRole('alert').getByText(/Refused \(403\)/).waitFor();
-    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    // Breaking a lock needs the operator grant: this read-only session is offered no
+    // action, and batond refuses one anyway (403), changing nothing.
+    await page.waitForFunction(() => window.batonStats.acting !== undefined);
+    assert.equal(await page.evaluate(() => window.batonStats.acting), false);
+    assert.equal(await page.locator('button[data-action]').count(), 0, 'no action offered to a read-only session');
+    const refused = await page.evaluate(async () => (await fetch('/api/call', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ method: 'BreakLock', params: { resource_key: 'file:src/main.rs', reason: 'bob is stuck' } }),
+    })).status);
+    assert.equal(refused, 403);
     assert.equal(await page.locator('[data-holder="bob"]').count(), 1, 'a refused action changes nothing');
     await bob.call('ReleaseResourceLock', { resource_key: 'file:src/main.rs', lease_id: granted.lease_id });
     await page.getByText('No lock is held.').waitFor();
@@ -244,6 +248,8 @@ test('an operator breaks a lock, retries a node and ends a session from the dash
     await page.goto(`${origin}/login#token=${token}`);
     await page.waitForURL(`${origin}/`);
     await page.getByRole('status').getByText('live').waitFor();
+    // The page found that this session may act.
+    await page.waitForFunction(() => window.batonStats.acting === true);
     const act = async (button, reason) => {
       await button.click();
       const dialog = page.getByRole('dialog');

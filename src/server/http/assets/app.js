@@ -321,11 +321,42 @@ function Search({ label, value, onInput, note }) {
 let askAction = () => {};
 
 /**
+ * Whether this session may act: null until known. Asked once, harmlessly: a BreakLock of
+ * a lease id nobody holds is 404 for a token that may break locks (nothing matches, so
+ * nothing changes) and 403 for one that may not, or where batond has no such method.
+ */
+const acting = { can: null, listeners: new Set() };
+
+async function probeActing() {
+  const nobody = `dashboard-probe-${Date.now()}-${Math.random().toString(16).slice(2)}`;
+  try {
+    await call('BreakLock', { resource_key: 'file:.baton-dashboard-probe', lease_id: nobody, reason: 'the dashboard asks whether this session may act (matches nothing)' });
+    acting.can = true;
+  } catch (err) {
+    // 403: not this token (or not this batond); anything else (404) means it may.
+    acting.can = !(err.status === 403 || err.code === 403 || err.status === 401);
+  }
+  stats.acting = acting.can;
+  for (const listener of acting.listeners) listener();
+}
+
+function useActing() {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const listener = () => setTick((n) => n + 1);
+    acting.listeners.add(listener);
+    return () => acting.listeners.delete(listener);
+  }, []);
+  return acting.can;
+}
+
+/**
  * A button that asks for a reason in a confirmation dialog, then calls `method` with
  * `params` and the reason. Needs the `operator` (or `admin`) grant; anything else is
  * refused by batond and the refusal is shown.
  */
 function Action({ label, title, method, params, name }) {
+  if (!useActing()) return '';
   return html`<button type="button" class="action" data-action=${method} aria-label=${name || label}
     onClick=${() => askAction({ label, title, method, params })}>${label}</button>`;
 }
@@ -1118,6 +1149,7 @@ function App() {
 }
 
 follow();
+probeActing();
 setInterval(tick, 1000);
 const root = document.getElementById('app');
 root.textContent = '';
