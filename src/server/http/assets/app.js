@@ -722,7 +722,7 @@ const DagNode = pure(({ n, p, W, H }) => html`<g data-node=${n.node_id} data-sta
 
 function Dag({ nodes, shape }) {
   // The layout changes only with the graph's shape, not with its nodes' states.
-  const { at, width, height, W, H } = useMemo(() => layout(nodes), [shape]);
+  const { at, width, height, W, H } = useMemo(() => layout(nodes), [shape, nodes.length]);
   const edges = useMemo(() => {
     const out = [];
     for (const n of nodes) {
@@ -734,7 +734,7 @@ function Dag({ nodes, shape }) {
       }
     }
     return out;
-  }, [shape]);
+  }, [shape, nodes.length]);
   return html`<div class="dag-box" tabindex="0" role="region" aria-label="The task's graph"><svg class="dag" viewBox=${`0 0 ${width} ${height}`} style=${`width:${width}px`} role="img"
       aria-label=${`The task's graph: ${nodes.length} nodes; the table below lists them`}>
     <defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto-start-reverse">
@@ -800,6 +800,8 @@ function notePast(past, e) {
 const NODES_PAGE = 1000;
 
 function TaskDetail({ taskId }) {
+  // Nodes drawn and listed (a daemon without paging answers every node).
+  const [drawn, setDrawn] = useState(NODES_PAGE);
   const model = useModel(async () => {
     const [{ result, next }, history] = await Promise.all([
       page('TaskStatus', { task_id: taskId }, NODES_PAGE),
@@ -860,17 +862,22 @@ function TaskDetail({ taskId }) {
     const { result, next } = await page('TaskStatus', { task_id: taskId }, NODES_PAGE, model.data.next);
     model.update((d) => ({ ...d, nodes: [...d.nodes, ...result.nodes], next, shape: {} }));
   };
-  return html`<${Loading} state=${model}>${({ task, counts, nodes, next, past, pastComplete, shape }) => html`
+  return html`<${Loading} state=${model}>${({ task, counts, nodes: loaded, next, past, pastComplete, shape }) => {
+    const nodes = loaded.length > drawn ? loaded.slice(0, drawn) : loaded;
+    return html`
     <h3>${task.goal} <span class="muted">(${task.status})</span></h3>
     <p class="muted">Task <code>${task.task_id}</code>, created <${When} at=${task.created_at} />.
       ${Object.entries(counts).filter(([, n]) => n).map(([s, n]) => html` <span class=${`state ${s}`}>${n} ${s}</span>`)}</p>
     <${Dag} nodes=${nodes} shape=${shape} />
-    ${pastComplete ? '' : html`<p class="muted">Workers and failed attempts are shown from the last ${PAST_PAGES * 1000} node events of this task and those since.</p>`}
+    ${pastComplete ? '' : html`<p class="muted">Workers and failed attempts come from the task's first ${PAST_PAGES * 1000} node events and those since the page opened.</p>`}
     <${Scroll} label="The task's nodes"><table>
       <thead><tr><th scope="col">Node</th><th scope="col">State</th><th scope="col">Attempt</th>
         <th scope="col">Worker</th><th scope="col">Result or error</th></tr></thead>
       <tbody>${nodes.map((n) => html`<${NodeRow} key=${n.node_id} n=${n} taskId=${taskId} past=${past.get(n.node_id)} />`)}</tbody></table><//>
-    <${More} shown=${nodes.length} total=${Object.values(counts).reduce((a, b) => a + b, 0)} next=${next} onMore=${more} what="nodes" />`}<//>`;
+    ${loaded.length > drawn ? html`<p class="pager"><span class="muted">Showing ${drawn} of ${loaded.length} nodes loaded.</span>
+      <button type="button" class="secondary" onClick=${() => setDrawn(drawn + NODES_PAGE)}>Show ${Math.min(NODES_PAGE, loaded.length - drawn)} more</button></p>`
+      : html`<${More} shown=${loaded.length} total=${Object.values(counts).reduce((a, b) => a + b, 0)} next=${next} onMore=${more} what="nodes" />`}`;
+  }}<//>`;
 }
 
 /** A node's state after event `e`, when the event says. */
