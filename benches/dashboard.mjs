@@ -63,6 +63,10 @@ const locks = {
     })));
     await page.getByRole('link', { name: 'Locks' }).click();
     await page.getByText('2000 held').waitFor({ timeout: 60_000 });
+    // The seeding's own 2,000 events reach the page after the list: the load starts
+    // once the page has them (and the throttled reload they cause is done).
+    await page.waitForFunction(() => window.batonStats.events >= 2000, null, { timeout: 60_000 });
+    await delay(2000);
     return { conn: line(), leases: [] };
   },
   async write(ctx, i, samples) {

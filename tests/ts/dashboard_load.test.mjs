@@ -63,6 +63,10 @@ test('the Locks page with 2,000 leases shows each new lease within 2 s at 20 wri
     })));
     await page.getByRole('link', { name: 'Locks' }).click();
     await page.getByText('2000 held').waitFor({ timeout: 60_000 });
+    // The seeding's own 2,000 events reach the page after the list: the load starts
+    // once the page has them (and the throttled reload they cause is done).
+    await page.waitForFunction(() => window.batonStats.events >= 2000, null, { timeout: 60_000 });
+    await delay(2000);
     await track(page, 'data-fencing');
     const before = await page.evaluate(() => ({ ...window.batonStats }));
 
