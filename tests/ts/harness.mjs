@@ -2,7 +2,7 @@
 // tests/batonproc.py starts it) and mcp-bridge sessions driven by the official SDK's
 // Client over StdioClientTransport, the way MCP hosts built on that SDK run it.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, openSync, closeSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -150,3 +151,140 @@ export function text(result) {
     .map((c) => c.text)
     .join('\n');
 }
+
+/** A connection that stays open (a waiter, a worker, a load), one answer per request;
+ * requests may be pipelined. */
+export class Line {
+  constructor(socket) {
+    this.conn = createConnection(socket);
+    this.conn.setEncoding('utf8');
+    this.buffer = '';
+    this.waiting = new Map();
+    this.nextId = 1;
+    this.conn.on('data', (chunk) => {
+      this.buffer += chunk;
+      let end;
+      while ((end = this.buffer.indexOf('\n')) >= 0) {
+        const answer = JSON.parse(this.buffer.slice(0, end));
+        this.buffer = this.buffer.slice(end + 1);
+        this.waiting.get(answer.id)?.(answer);
+        this.waiting.delete(answer.id);
+      }
+    });
+  }
+
+  call(method, params = {}) {
+    const id = this.nextId++;
+    const answer = new Promise((resolveAnswer) => this.waiting.set(id, resolveAnswer));
+    this.conn.write(JSON.stringify({ id, method, params }) + '\n');
+    return answer.then((a) => {
+      if (a.error) throw new Error(`${method} failed: ${JSON.stringify(a.error)}`);
+      return a.result;
+    });
+  }
+
+  close() {
+    this.conn.end();
+  }
+}
+
+/** The login URL `baton dashboard` prints for `daemon` (a read-only token), or with
+ * `args` (e.g. `--operator`) another. */
+export async function dashboardUrl(daemon, ...args) {
+  const { stdout } = await promisify(execFile)(join(BIN_DIR, 'baton'), ['dashboard', '--no-open', ...args], {
+    env: { ...process.env, BATON_SOCKET_PATH: daemon.socket, BATON_ENV_FILE: join(daemon.home, 'absent.env') },
+  });
+  return stdout.trim();
+}
+
+/** Opens the dashboard logged in through `url` in a new page of `browser`, once live. */
+export async function openDashboard(browser, url, viewport = { width: 1280, height: 800 }) {
+  const page = await browser.newPage({ viewport });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.waitForURL(`${new URL(url).origin}/`);
+  await page.getByRole('status').getByText('live').waitFor();
+  page.baton = { errors };
+  return page;
+}
+
+/** The page's JavaScript heap in use after a full garbage collection, in bytes. */
+export async function heapAfterGc(page) {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    await cdp.send('HeapProfiler.collectGarbage');
+    const { usedSize } = await cdp.send('Runtime.getHeapUsage');
+    return usedSize;
+  } finally {
+    await cdp.detach();
+  }
+}
+
+/**
+ * Calls `write(i)` `rate` times a second (in ticks of 50 ms, without waiting for the
+ * answers: a pipelined load) until `stop()`; resolves to how many it sent.
+ */
+export function steadyLoad(rate, write) {
+  let sent = 0;
+  let stopped = false;
+  const start = performance.now();
+  const failures = [];
+  const done = (async () => {
+    while (!stopped) {
+      const due = Math.floor(((performance.now() - start) / 1000) * rate);
+      while (sent < due) {
+        const i = sent++;
+        Promise.resolve(write(i)).catch((err) => failures.push(err));
+      }
+      await delay(50);
+    }
+    if (failures.length) throw failures[0];
+    return sent;
+  })();
+  return { stop: () => { stopped = true; return done; }, sent: () => sent };
+}
+
+/**
+ * Watches the page for elements with `attr` (a number that only grows: a seq, a fencing
+ * token) and remembers when each new highest one appeared, in a bounded ring.
+ * `firstSeen(n)` is then when the page first showed `n` or a later one.
+ */
+export async function track(page, attr) {
+  await page.evaluate((attr) => {
+    const ring = [];
+    let highest = 0;
+    const see = (el) => {
+      const n = Number(el.getAttribute(attr));
+      if (n > highest) {
+        highest = n;
+        ring.push([n, Date.now()]);
+        if (ring.length > 4000) ring.splice(0, 1000);
+      }
+    };
+    new MutationObserver((records) => {
+      for (const r of records) {
+        for (const node of r.addedNodes) {
+          if (node.nodeType !== 1) continue;
+          if (node.hasAttribute(attr)) see(node);
+          for (const el of node.querySelectorAll(`[${attr}]`)) see(el);
+        }
+        if (r.type === 'attributes') see(r.target);
+      }
+    }).observe(document.body, { childList: true, subtree: true, attributes: true, attributeFilter: [attr] });
+    window.firstSeen = (n) => ring.find(([m]) => m >= n)?.[1] ?? null;
+  }, attr);
+}
+
+/** Lags (ms) between each sampled write's answer and the page first showing it. */
+export async function lags(page, samples) {
+  const seen = await page.evaluate((ns) => ns.map((n) => window.firstSeen(n)), samples.map(([n]) => n));
+  return samples.map(([, at], i) => (seen[i] === null ? Infinity : Math.max(0, seen[i] - at)));
+}
+
+export const summary = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))];
+  return { samples: xs.length, median: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1] };
+};
+
