@@ -233,6 +233,7 @@ conformance!(
     shared_waits_in_one_order,
     outcomes_foreseen_agree_with_those_read,
     nodes_back_to_pending_held_until_a_time,
+    head_and_fencing_counter_are_only_raised,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2014,4 +2015,25 @@ fn nodes_back_to_pending_held_until_a_time(db: &mut Db) {
     );
     let started = db.batch(|s, _| s.start_node("t", "a", &grant("la2", "w")));
     assert_eq!(started.attempts, 2);
+}
+
+/// The head revision and the fencing counter are only ever raised: a lower value stored
+/// (a writer whose memory went back) leaves them as they were, so no revision or token is
+/// handed out twice.
+fn head_and_fencing_counter_are_only_raised(db: &mut Db) {
+    db.batch(|s, _| {
+        s.set_head_revision(10)?;
+        s.store_fencing_token(10)
+    });
+    db.batch(|s, _| {
+        s.set_head_revision(4)?;
+        s.store_fencing_token(4)
+    });
+    let stored = db.read(|s| Ok((s.head_revision()?, s.last_fencing_token()?)));
+    assert_eq!(stored, (10, 10));
+    db.reopen();
+    assert_eq!(
+        db.batch(|s, _| Ok((s.head_revision()?, s.last_fencing_token()?))),
+        (10, 10)
+    );
 }
