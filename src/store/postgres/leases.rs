@@ -178,7 +178,8 @@ impl Leases for PgConn {
     }
 
     fn store_fencing_token(&self, last: u64) -> Result<()> {
-        self.set_fence_hint(i(last));
+        // As stored: only ever raised.
+        self.set_fence_hint(self.fence_hint().map_or(i(last), |hint| hint.max(i(last))));
         self.touch(super::LOCKS).defer(format!(
             "UPDATE meta SET value = GREATEST(value, {last}) WHERE name = 'fencing_token'"
         ));
