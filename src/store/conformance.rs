@@ -234,6 +234,7 @@ conformance!(
     outcomes_foreseen_agree_with_those_read,
     nodes_back_to_pending_held_until_a_time,
     head_and_fencing_counter_are_only_raised,
+    edges_of_reads_and_writes,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2031,9 +2032,66 @@ fn head_and_fencing_counter_are_only_raised(db: &mut Db) {
     });
     let stored = db.read(|s| Ok((s.head_revision()?, s.last_fencing_token()?)));
     assert_eq!(stored, (10, 10));
+    // Within one batch too.
+    let in_batch = db.batch(|s, _| {
+        s.store_fencing_token(12)?;
+        s.store_fencing_token(11)?;
+        s.last_fencing_token()
+    });
+    assert_eq!(in_batch, 12);
     db.reopen();
     assert_eq!(
         db.batch(|s, _| Ok((s.head_revision()?, s.last_fencing_token()?))),
-        (10, 10)
+        (10, 12)
     );
+}
+
+/// Edges the rules meet: reads past the head or before the first version, pages after
+/// something absent, a second answer for one idempotency key, a name's second session.
+fn edges_of_reads_and_writes(db: &mut Db) {
+    db.batch(|s, _| {
+        set(s, "ns", "a", Some("1"), 1, None)?;
+        s.append_event(1, T0, &event(EventType::KvSet, "{}"))?;
+        s.set_head_revision(1)?;
+        s.insert_task(&task("t1", &[node("a", &[])], 1))?;
+        s.insert_session(&session("x", "s1"))?;
+        s.remember("k", "Set", &[1], "{}", T0)
+    });
+    // A reader ahead of the head resumes where it is.
+    let (events, next) = db.read(|s| s.read_events(9, 1, &filter("{}"), 10, 1000));
+    assert_eq!((events.len(), next), (0, 9));
+    assert!(db.read(|s| s.history("ns", "a", Some(1), 10)).is_empty());
+    // After a node or task that does not exist: nothing.
+    let report = db.read(|s| s.task_report("t1", Some("zz"), 10)).unwrap();
+    assert!(report.nodes.is_empty());
+    assert_eq!(report.task.task_id, "t1");
+    assert!(db
+        .read(|s| s.list_tasks(None, Some("zz"), 10))
+        .tasks
+        .is_empty());
+    assert_eq!(db.read(|s| s.inbox_count("x", 3, Some(1))), 0);
+    // A second answer for a key replaces the first.
+    db.batch(|s, _| s.remember("k", "Set", &[2], r#"{"x":1}"#, T0 + 1));
+    let answer = db.read(|s| s.remembered("k")).unwrap();
+    assert_eq!(
+        (answer.request_hash, answer.response),
+        (vec![2], r#"{"x":1}"#.into())
+    );
+    // A name has one session: a second is refused, and its batch stores nothing.
+    db.batch(|s, _| s.delete_session("nobody"));
+    let writes = db.writes();
+    writes.begin(&Foreseen::default()).unwrap();
+    writes.savepoint().unwrap();
+    set(writes.storage(), "ns", "b", Some("1"), 2, None).unwrap();
+    let refused = writes.storage().insert_session(&session("x", "s2"));
+    match refused {
+        // Says which constraint: SQLite's "UNIQUE constraint failed: sessions.name",
+        // PostgreSQL's "duplicate key value violates unique constraint ... (SQLSTATE 23505)".
+        Err(Error::Internal(why)) => assert!(why.to_lowercase().contains("unique"), "{why}"),
+        other => panic!("a second session of a name: {other:?}"),
+    }
+    assert!(writes.undo_request().is_err());
+    writes.rollback();
+    assert_eq!(db.read(|s| s.session("x")).unwrap().session_id, "s1");
+    assert!(db.read(|s| s.live("ns", "b")).is_none());
 }
