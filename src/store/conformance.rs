@@ -240,6 +240,7 @@ conformance!(
     nodes_back_to_pending_held_until_a_time,
     head_and_fencing_counter_are_only_raised,
     edges_of_reads_and_writes,
+    leases_read_in_a_batch_follow_its_writes,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2104,4 +2105,38 @@ fn edges_of_reads_and_writes(db: &mut Db) {
     writes.rollback();
     assert_eq!(db.read(|s| s.session("x")).unwrap().session_id, "s1");
     assert!(db.read(|s| s.live("ns", "b")).is_none());
+}
+
+/// The writer's reads of leases in a batch (which an engine may answer from what it read
+/// as the batch began) agree with the store and follow the batch's own writes.
+fn leases_read_in_a_batch_follow_its_writes(db: &mut Db) {
+    db.batch(|s, _| {
+        s.insert_lease(&lease("tool:a", "l1", "ann", 1))?;
+        s.insert_lease(&lease("tool:b", "l2", "bob", 2))?;
+        s.store_fencing_token(2)
+    });
+    // A writer that starts over reads every live lease as its first batch begins.
+    db.reopen();
+    let ids = |rows: Vec<super::boundary::LeaseRow>| {
+        rows.into_iter().map(|l| l.lease_id).collect::<Vec<_>>()
+    };
+    db.batch(|s, _| {
+        assert_eq!(ids(s.leases("", None)?), ["l1", "l2"]);
+        assert_eq!(ids(s.leases("tool:b", None)?), ["l2"]);
+        assert_eq!(ids(s.leases("", Some("ann"))?), ["l1"]);
+        assert_eq!(s.last_fencing_token()?, 2);
+        s.delete_lease("tool:a", "l1")?;
+        s.insert_lease(&lease("tool:c", "l3", "ann", 3))?;
+        assert_eq!(ids(s.leases("", None)?), ["l2", "l3"]);
+        assert_eq!(ids(s.leases("", Some("ann"))?), ["l3"]);
+        s.extend_lease("tool:c", "l3", T0 + 1)?;
+        assert_eq!(s.leases("tool:c", None)?[0].expires_at, T0 + 1);
+        s.store_fencing_token(3)
+    });
+    assert_eq!(ids(db.read(|s| s.leases("", None))), ["l2", "l3"]);
+    db.batch(|s, _| {
+        assert_eq!(ids(s.leases("", None)?), ["l2", "l3"]);
+        assert_eq!(s.last_fencing_token()?, 3);
+        Ok(())
+    });
 }
