@@ -253,6 +253,11 @@ impl From<tokio_postgres::Error> for Error {
             ));
         };
         let class = &code.code()[..2];
+        // tokio-postgres says only "db error": the server's message and SQLSTATE say what.
+        let err = match err.as_db_error() {
+            Some(db) => format!("{} (SQLSTATE {})", db.message(), code.code()),
+            None => err.to_string(),
+        };
         if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
         {
             return Error::Unavailable(format!("storage is busy ({err}); retry shortly"));

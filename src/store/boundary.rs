@@ -245,7 +245,7 @@ pub trait Leases {
     /// The last fencing token stored (0 before the first). The rules hand out tokens
     /// counting on from it (`methods::locks`).
     fn last_fencing_token(&self) -> Result<u64>;
-    /// Stores `last` as the last fencing token handed out.
+    /// Stores `last` as the last fencing token handed out; a lower one changes nothing.
     fn store_fencing_token(&self, last: u64) -> Result<()>;
     /// The leases acquired with `session_id`.
     fn leases_of_session(&self, session_id: &str) -> Result<Vec<LeaseRow>>;
@@ -501,6 +501,7 @@ pub trait Remembered {
 pub trait Meta {
     /// The last revision committed (also the journal's last seq; 0 when empty).
     fn head_revision(&self) -> Result<i64>;
+    /// Raises the head revision to `revision`; a lower one changes nothing.
     fn set_head_revision(&self, revision: i64) -> Result<()>;
     /// Database and write-ahead-log sizes in bytes, for Metrics.
     fn file_sizes(&self) -> Result<(u64, u64)>;

@@ -316,7 +316,7 @@ impl<C: Sql> Leases for C {
 
     fn store_fencing_token(&self, last: u64) -> Result<()> {
         self.with(
-            "UPDATE meta SET value = ?1 WHERE name = 'fencing_token'",
+            "UPDATE meta SET value = max(value, ?1) WHERE name = 'fencing_token'",
             |s| s.execute([last]),
         )?;
         Ok(())

@@ -29,7 +29,7 @@ impl<C: Sql> Meta for C {
     fn set_head_revision(&self, revision: i64) -> Result<()> {
         // Only a head that no event holds is written (see `head_revision_sql`).
         self.with(
-            "UPDATE meta SET value = ?1 WHERE name = 'revision'
+            "UPDATE meta SET value = max(value, ?1) WHERE name = 'revision'
                  AND ?1 > coalesce((SELECT max(seq) FROM events), 0)",
             |s| s.execute([revision]),
         )?;

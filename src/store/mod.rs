@@ -5,6 +5,8 @@
 
 mod agents;
 pub mod boundary;
+#[cfg(test)]
+mod conformance;
 mod connection;
 mod gathered_wal;
 mod health;

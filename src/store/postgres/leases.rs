@@ -149,18 +149,20 @@ impl Leases for PgConn {
     }
 
     // A lease id is unique on its own here (the primary key); the key is not needed.
-    fn extend_lease(&self, _resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()> {
+    fn extend_lease(&self, resource_key: &str, lease_id: &str, expires_at: i64) -> Result<()> {
         self.touch(super::LOCKS).defer(format!(
-            "UPDATE locks SET expires_at = {expires_at} WHERE lease_id = {}",
-            lease_id.lit()
+            "UPDATE locks SET expires_at = {expires_at} WHERE lease_id = {} AND resource_key = {}",
+            lease_id.lit(),
+            resource_key.lit()
         ));
         Ok(())
     }
 
-    fn delete_lease(&self, _resource_key: &str, lease_id: &str) -> Result<()> {
+    fn delete_lease(&self, resource_key: &str, lease_id: &str) -> Result<()> {
         self.touch(super::LOCKS).defer(format!(
-            "DELETE FROM locks WHERE lease_id = {}",
-            lease_id.lit()
+            "DELETE FROM locks WHERE lease_id = {} AND resource_key = {}",
+            lease_id.lit(),
+            resource_key.lit()
         ));
         Ok(())
     }
@@ -176,7 +178,8 @@ impl Leases for PgConn {
     }
 
     fn store_fencing_token(&self, last: u64) -> Result<()> {
-        self.set_fence_hint(i(last));
+        // As stored: only ever raised.
+        self.set_fence_hint(self.fence_hint().map_or(i(last), |hint| hint.max(i(last))));
         self.touch(super::LOCKS).defer(format!(
             "UPDATE meta SET value = GREATEST(value, {last}) WHERE name = 'fencing_token'"
         ));
