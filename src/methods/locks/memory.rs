@@ -48,6 +48,8 @@ pub(super) struct Waiter {
     pub(super) reply: ReplyTx,
     /// Its place in the order of every daemon's waits, on a shared database.
     pub(super) queued: Option<u64>,
+    /// When it began waiting (wall ms), for ListResourceLocks.
+    pub(super) since_ms: i64,
 }
 
 pub(super) struct Watcher {

@@ -333,6 +333,7 @@ pub fn acquire(
         request,
         reply,
         queued,
+        since_ms: ctx.now_ms,
     });
     ctx.locks
         .schedule
@@ -525,7 +526,18 @@ pub fn list(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let mut waiting: Vec<WaitingEntry> = if ctx.leases().shared_waits().is_some() {
+    let shared = ctx.leases().shared_waits().is_some();
+    let schedule = &ctx.locks.schedule;
+    let mut waiting: Vec<WaitingEntry> = if shared {
+        // When this daemon's own waiters began (another daemon's are not known here).
+        let since: std::collections::HashMap<u64, i64> = schedule
+            .queue_keys(Queue::Acquire)
+            .flat_map(|key| schedule.waiters(Queue::Acquire, key))
+            .filter_map(|wait| match wait {
+                Wait::Acquire(w) => w.queued.map(|q| (q, w.since_ms)),
+                _ => None,
+            })
+            .collect();
         // Every daemon's waiters, each key's in the order they are served.
         let waits = ctx.locks.queued_anywhere.iter();
         waits
@@ -537,10 +549,10 @@ pub fn list(
                 owner: w.owner.clone(),
                 mode: w.mode,
                 slots: w.slots,
+                since: since.get(&w.queued).map(|ms| format_ms(*ms)),
             })
             .collect()
     } else {
-        let schedule = &ctx.locks.schedule;
         schedule
             .queue_keys(Queue::Acquire)
             .filter(|key| key.starts_with(prefix))
@@ -552,6 +564,7 @@ pub fn list(
                         owner: w.request.owner.clone(),
                         mode: w.request.want.mode,
                         slots: w.request.want.slots,
+                        since: Some(format_ms(w.since_ms)),
                     })
                 }
                 _ => None,
