@@ -208,6 +208,20 @@ impl LockState {
         n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ sum
     }
 
+    /// When this daemon's waiter at `queued` (its place in the shared order) began
+    /// waiting, for ListResourceLocks; None for another daemon's.
+    pub(super) fn waiting_since(&self, queued: u64) -> Option<String> {
+        self.schedule
+            .queue_keys(Queue::Acquire)
+            .flat_map(|key| self.schedule.waiters(Queue::Acquire, key))
+            .find_map(|wait| match wait {
+                Wait::Acquire(w) if w.queued == Some(queued) => {
+                    Some(crate::clock::format_ms(w.since_ms))
+                }
+                _ => None,
+            })
+    }
+
     /// The first wait for `resource_key` on a shared database, of any daemon.
     pub(super) fn first_queued(&self, resource_key: &str) -> Option<u64> {
         self.queued_anywhere

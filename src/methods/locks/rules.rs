@@ -526,18 +526,7 @@ pub fn list(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let shared = ctx.leases().shared_waits().is_some();
-    let schedule = &ctx.locks.schedule;
-    let mut waiting: Vec<WaitingEntry> = if shared {
-        // When this daemon's own waiters began (another daemon's are not known here).
-        let since: std::collections::HashMap<u64, i64> = schedule
-            .queue_keys(Queue::Acquire)
-            .flat_map(|key| schedule.waiters(Queue::Acquire, key))
-            .filter_map(|wait| match wait {
-                Wait::Acquire(w) => w.queued.map(|q| (q, w.since_ms)),
-                _ => None,
-            })
-            .collect();
+    let mut waiting: Vec<WaitingEntry> = if ctx.leases().shared_waits().is_some() {
         // Every daemon's waiters, each key's in the order they are served.
         let waits = ctx.locks.queued_anywhere.iter();
         waits
@@ -549,10 +538,11 @@ pub fn list(
                 owner: w.owner.clone(),
                 mode: w.mode,
                 slots: w.slots,
-                since: since.get(&w.queued).map(|ms| format_ms(*ms)),
+                since: ctx.locks.waiting_since(w.queued),
             })
             .collect()
     } else {
+        let schedule = &ctx.locks.schedule;
         schedule
             .queue_keys(Queue::Acquire)
             .filter(|key| key.starts_with(prefix))
