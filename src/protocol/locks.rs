@@ -277,6 +277,10 @@ pub struct WaitingEntry {
     pub mode: LockMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots: Option<u64>,
+    /// When it began waiting. With PostgreSQL, only for this daemon's own waiters
+    /// (another daemon's are listed without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

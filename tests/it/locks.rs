@@ -479,6 +479,49 @@ fn a_waiter_whose_connection_closes_leaves_the_queue() {
     assert_eq!(list["locks"][0]["owner"], "stays");
 }
 
+/// ListResourceLocks says since when each waiter waits (the dashboard shows who waits on
+/// whom and for how long), and that time stays put while it waits.
+#[test]
+fn waiters_are_listed_with_since_when_they_wait() {
+    let daemon = Daemon::start();
+    let mut holder = daemon.client();
+    let mut observer = daemon.client();
+    let lease = acquired(&mut holder, "file:w.rs", "holder");
+    let mut first = daemon.client();
+    send_waiting_acquire(&mut first, "file:w.rs", "first", 60_000, json!({}));
+    until_waiting(&mut observer, 1);
+    let mut second = daemon.client();
+    send_waiting_acquire(&mut second, "file:w.rs", "second", 60_000, json!({}));
+    until_waiting(&mut observer, 2);
+    let list = observer.result("ListResourceLocks", json!({}));
+    let waiting = list["waiting"].as_array().unwrap();
+    assert_eq!(waiting.len(), 2, "{list}");
+    let since = |owner: &str| {
+        let entry = waiting.iter().find(|w| w["owner"] == owner).unwrap();
+        entry["since"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no since: {entry}"))
+            .to_string()
+    };
+    let acquired_at = lease["acquired_at"].as_str().unwrap();
+    // Timestamps of one format and clock: their order is their text's.
+    assert!(acquired_at <= since("first").as_str(), "{list}");
+    assert!(since("first") <= since("second"), "{list}");
+    let again = observer.result("ListResourceLocks", json!({}));
+    assert_eq!(
+        again["waiting"], list["waiting"],
+        "a waiter's since stays put"
+    );
+    release(&mut holder, &lease, "released");
+    assert_eq!(first.read_line()["result"]["status"], "acquired");
+    let list = observer.result("ListResourceLocks", json!({}));
+    assert_eq!(list["waiting"][0]["owner"], "second", "{list}");
+    assert_eq!(
+        list["waiting"][0]["since"], again["waiting"][1]["since"],
+        "{list}"
+    );
+}
+
 #[test]
 fn release_on_disconnect_frees_the_lock_at_once() {
     let daemon = Daemon::start();

@@ -67,7 +67,8 @@ test('the dashboard shows agents, locks, tasks, the journal and keys live', { ti
     bobGets.catch(() => {}); // awaited below; a failure before then is the test's, not this one's
     // The waiter names the holder in its way, and since when.
     await page.locator('[data-waiter="bob"] [data-blocker="alice"]').waitFor();
-    await page.locator('[data-waiter="bob"]').getByText(/waiting since/).waitFor();
+    // (batond says since when: not the page's "seen waiting since".)
+    await page.locator('[data-waiter="bob"]').getByText(/(?<!seen )waiting since/).waitFor();
     await page.getByText('main.rs').waitFor();
     // A directory's lock reads as one, with the holder's note.
     const docs = await alice.call('AcquireResourceLock', { resource_key: 'dir:docs', owner: 'carol', metadata: { note: 'rewriting the guide' } });

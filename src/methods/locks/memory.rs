@@ -48,6 +48,8 @@ pub(super) struct Waiter {
     pub(super) reply: ReplyTx,
     /// Its place in the order of every daemon's waits, on a shared database.
     pub(super) queued: Option<u64>,
+    /// When it began waiting (wall ms), for ListResourceLocks.
+    pub(super) since_ms: i64,
 }
 
 pub(super) struct Watcher {
@@ -204,6 +206,20 @@ impl LockState {
             sum = waits.keys().fold(sum, |s, q| s.wrapping_add(*q));
         }
         n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ sum
+    }
+
+    /// When this daemon's waiter at `queued` (its place in the shared order) began
+    /// waiting, for ListResourceLocks; None for another daemon's.
+    pub(super) fn waiting_since(&self, queued: u64) -> Option<String> {
+        self.schedule
+            .queue_keys(Queue::Acquire)
+            .flat_map(|key| self.schedule.waiters(Queue::Acquire, key))
+            .find_map(|wait| match wait {
+                Wait::Acquire(w) if w.queued == Some(queued) => {
+                    Some(crate::clock::format_ms(w.since_ms))
+                }
+                _ => None,
+            })
     }
 
     /// The first wait for `resource_key` on a shared database, of any daemon.

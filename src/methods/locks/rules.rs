@@ -430,6 +430,7 @@ pub fn acquire(
         request,
         reply,
         queued,
+        since_ms: ctx.now_ms,
     });
     ctx.locks
         .schedule
@@ -681,6 +682,7 @@ pub fn list(
                 owner: w.owner.clone(),
                 mode: w.mode,
                 slots: w.slots,
+                since: ctx.locks.waiting_since(w.queued),
             })
             .collect()
     } else {
@@ -696,6 +698,7 @@ pub fn list(
                         owner: w.request.owner.clone(),
                         mode: w.request.want.mode,
                         slots: w.request.want.slots,
+                        since: Some(format_ms(w.since_ms)),
                     })
                 }
                 _ => None,

@@ -565,7 +565,10 @@ function Locks({ arg }) {
       known.set(id, w.seen);
     }
     seen.current = known;
-    return { holders, waiting, next, pages, released: old?.released ?? [] };
+    // The last key of the pages loaded (in key order): a lease taken beyond it shows with
+    // the next page.
+    const upTo = next == null ? null : holders[holders.length - 1]?.resource_key ?? null;
+    return { holders, waiting, next, pages, upTo, released: old?.released ?? [] };
   }, [prefix], {
     // Each lock event changes the model in place; only waits (which the journal does not
     // record) reload, throttled.
@@ -576,11 +579,10 @@ function Locks({ arg }) {
       let holders = d.holders;
       let waiting = d.waiting;
       let released = d.released;
-      const last = d.next == null ? null : holders[holders.length - 1]?.resource_key;
       for (const e of locks) {
         if (e.type === 'lock.acquired') {
           // Beyond the pages loaded so far: it shows with the next page.
-          if (last != null && e.resource_key > last) continue;
+          if (d.next != null && d.upTo != null && e.resource_key > d.upTo) continue;
           const h = {
             resource_key: e.resource_key, owner: e.actor ?? '?', acquired_at: e.at,
             expires_at: e.data?.expires_at, fencing_token: e.data?.fencing_token, mode: e.data?.mode, slots: e.data?.slots,
@@ -651,6 +653,7 @@ function Locks({ arg }) {
     model.update((d) => ({
       ...d, holders: [...d.holders, ...answer.result.locks], waiting: [...d.waiting, ...(answer.result.waiting ?? [])],
       next: answer.next, pages: d.pages + 1,
+      upTo: answer.next == null ? null : answer.result.locks[answer.result.locks.length - 1]?.resource_key ?? d.upTo,
     }));
   };
 
@@ -1061,7 +1064,7 @@ function Keys({ arg }) {
       next = answer.next;
       if (next == null) break;
     }
-    return { records, next, pages };
+    return { records, next, pages, upTo: next == null ? null : records[records.length - 1]?.key ?? null };
   }, [namespace, prefix], {
     // A write that is not a plain Set or Delete (a namespace cleared, a restore) reloads.
     reloadOn: (batch) => batch.some((e) => e.namespace === namespace && !e.type.startsWith('kv.')),
@@ -1069,7 +1072,7 @@ function Keys({ arg }) {
       const writes = batch.filter((e) => e.namespace === namespace && e.key != null && e.key.startsWith(prefix) && e.type.startsWith('kv.'));
       if (!writes.length) return d;
       let records = d.records;
-      const last = d.next == null ? null : records[records.length - 1]?.key;
+      const last = d.next == null ? null : d.upTo;
       for (const e of writes) {
         const i = records.findIndex((r) => r.key === e.key);
         if (e.type === 'kv.delete') {
@@ -1090,7 +1093,10 @@ function Keys({ arg }) {
   const go = (ns) => { location.hash = keyHref(ns); };
   const more = async () => {
     const answer = await page('List', prefix ? { namespace, prefix } : { namespace }, KEYS_PAGE, model.data.next);
-    model.update((d) => ({ records: [...d.records, ...answer.result.records], next: answer.next, pages: d.pages + 1 }));
+    model.update((d) => ({
+      records: [...d.records, ...answer.result.records], next: answer.next, pages: d.pages + 1,
+      upTo: answer.next == null ? null : answer.result.records[answer.result.records.length - 1]?.key ?? d.upTo,
+    }));
   };
   return html`<section class="panel" aria-labelledby="keys-title">
     <h2 id="keys-title">Keys</h2>
