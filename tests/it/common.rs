@@ -417,6 +417,7 @@ pub fn spawn_ready(mut cmd: Command, dir: &Path, log: &Log) -> (Child, bool) {
         .unwrap();
     cmd.env("NOTIFY_SOCKET", &path);
     let mut child = cmd.spawn().expect("spawn batond");
+    let from = log.len();
     log.follow(child.stderr.take().expect("stderr"));
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut buf = [0u8; 512];
@@ -427,7 +428,17 @@ pub fn spawn_ready(mut cmd: Command, dir: &Path, log: &Log) -> (Child, bool) {
                     .lines()
                     .any(|l| l == "READY=1") =>
             {
-                return (child, true)
+                // What it logged before it was ready (the addresses it serves, a one-time
+                // token) comes through a pipe that another thread reads: the tests that
+                // read it find it all. That line is already written; this waits for the
+                // pipe, not for batond.
+                let caught_up = log.wait_for(from, "listening on", Some(Duration::from_secs(60)));
+                assert!(
+                    caught_up,
+                    "batond's start-up log did not arrive:\n{}",
+                    log.text()
+                );
+                return (child, true);
             }
             Ok(_) => {}
             Err(e)

@@ -2,30 +2,21 @@
 //! the form's nonce matching its cookie), never with the token in the address; and an
 //! event stream resumed from an impossible seq is the client's error (400).
 
-use std::io::Write;
 use std::net::SocketAddr;
 
 use crate::net::token;
-use crate::net_limits::{connect, http_daemon, read_until_closed};
+use crate::net_limits::{http_daemon, http_request};
 
 /// Sends one request (`Connection: close` added) and returns the whole answer.
 fn http(addr: SocketAddr, method: &str, path: &str, headers: &[String], body: &str) -> String {
-    let mut stream = connect(addr);
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    if method == "POST" {
-        request.push_str(&format!(
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    read_until_closed(&mut stream)
+    http_request(
+        addr,
+        method,
+        path,
+        headers,
+        "application/x-www-form-urlencoded",
+        body,
+    )
 }
 
 /// The login form's nonce and the cookie that carries it.

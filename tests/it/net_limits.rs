@@ -290,6 +290,35 @@ pub fn http_daemon(env: &[(&str, &str)]) -> (Daemon, SocketAddr) {
     (daemon, addr)
 }
 
+/// One HTTP/1.1 request with `Connection: close` (a POST's body of `content_type`); the
+/// whole answer, read until the server closes.
+pub fn http_request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[String],
+    content_type: &str,
+    body: &str,
+) -> String {
+    use std::io::Write;
+    let mut stream = connect(addr);
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(header);
+        request.push_str("\r\n");
+    }
+    if method == "POST" {
+        request.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+    read_until_closed(&mut stream)
+}
+
 /// Reads what the server sends until it closes; fails the test if it does not.
 pub fn read_until_closed(stream: &mut TcpStream) -> String {
     let mut answer = Vec::new();

@@ -2,7 +2,6 @@
 //! each journalled with who and why; refused to every other grant; and, through the
 //! dashboard's `/api/call`, only from the page itself (same origin and its CSRF token).
 
-use std::io::Write;
 use std::net::SocketAddr;
 
 use serde_json::{json, Value};
@@ -10,7 +9,7 @@ use serde_json::{json, Value};
 use crate::common::{assert_error, Client};
 use crate::locks::{send_waiting_acquire, until_waiting};
 use crate::net::{create_token, tcp_daemon, NetClient};
-use crate::net_limits::{connect, http_daemon, read_until_closed};
+use crate::net_limits::{http_daemon, http_request};
 
 /// A client authenticated over TCP with a new token named `name` holding `scopes`.
 fn as_token(daemon: &crate::common::Daemon, name: &str, scopes: &[&str]) -> NetClient {
@@ -538,22 +537,7 @@ fn only_operator_and_admin_may_act_and_operator_reads_nothing() {
 
 /// One HTTP request (`Connection: close` added); the whole answer.
 fn http(addr: SocketAddr, method: &str, path: &str, headers: &[String], body: &str) -> String {
-    let mut stream = connect(addr);
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for header in headers {
-        request.push_str(header);
-        request.push_str("\r\n");
-    }
-    if method == "POST" {
-        request.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).unwrap();
-    read_until_closed(&mut stream)
+    http_request(addr, method, path, headers, "application/json", body)
 }
 
 /// The page's CSRF token, from its `baton-csrf` meta tag.
