@@ -299,6 +299,9 @@ fn forbidden(method: &str, principal: &Principal, need: &Need) -> Error {
 
 /// Cuts a ListResourceLocks answer down to the keys the token's `locks:` grants cover.
 fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
+    if let Plan::Barrier(plan) = plan {
+        return Plan::Barrier(Box::new(filter_plan(*plan, principal)));
+    }
     let keep = move |reply: Reply| filter_locks(&reply, &principal);
     match plan {
         Plan::Ready(answer) => Plan::Ready(answer.and_then(keep)),
@@ -324,6 +327,7 @@ fn filter_plan(plan: Plan, principal: std::sync::Arc<Principal>) -> Plan {
             apply: Box::new(move |ctx| apply(ctx)?.map(keep).transpose()),
             foreseen,
         },
+        barrier @ Plan::Barrier(_) => barrier,
     }
 }
 

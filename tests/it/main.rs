@@ -22,6 +22,7 @@ mod net_limits;
 mod postgres;
 mod remote;
 mod remote_clients;
+mod retention;
 mod revocation;
 mod scopes;
 mod shared_locks;

@@ -39,6 +39,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "agent_name_owners",
         include_str!("../../../migrations/postgres/0006_agent_name_owners.sql"),
     ),
+    (
+        7,
+        "history_by_revision",
+        include_str!("../../../migrations/postgres/0007_history_by_revision.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).
