@@ -124,10 +124,13 @@ impl Records for PgConn {
                     (SELECT count(*) FROM gone)",
             &[&i(after_revision), &i(scan), &i(keep)],
         )?;
+        let removed = u(row.get(2));
+        // Rows removed are changes: the batch commits them as it does any write.
+        self.changed.set(self.changed.get() + removed);
         Ok(TrimStep {
             scanned: u(row.get(0)),
             last: row.get::<_, Option<i64>>(1).map(u),
-            removed: u(row.get(2)),
+            removed,
         })
     }
 
