@@ -46,6 +46,15 @@ fn sets(c: &mut Client, ns: &str, key: &str, n: usize, distinct: bool, value: Va
     }
 }
 
+/// Overwrites 10 keys `n` times in all: revisions that move retention on (a pass over the
+/// history begins once about as many versions were written as the last pass kept, at
+/// least 1,000), without adding keys whose versions it keeps.
+fn churn(c: &mut Client, n: usize) {
+    for i in 0..10 {
+        sets(c, "churn", &format!("c{i}"), n / 10, false, json!(i));
+    }
+}
+
 fn head(c: &mut Client) -> u64 {
     c.result("Metrics", json!({}))["journal"]["head_seq"]
         .as_u64()
@@ -59,6 +68,7 @@ fn history_keeps_the_last_versions_and_answers_416_before_them() {
     let daemon = Daemon::start_with(&["--history-keep", "5"]);
     let mut c = daemon.client();
     sets(&mut c, "h", "k", 1200, false, json!("v"));
+    churn(&mut c, 3000);
     // Trimmed in the background, a step at a time.
     wait_until(PATIENCE, || {
         c.call(
@@ -321,4 +331,47 @@ fn compacting_a_long_journal_runs_in_steps_and_answers_once_done() {
         json!(head + 1)
     );
     assert_eq!(crate::retention::head(&mut c), head);
+}
+
+#[test]
+fn two_daemons_on_one_postgres_trim_side_by_side() {
+    let Some(db) = crate::common::postgres::shared() else {
+        return;
+    };
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|_| Daemon::start_shared(&db, &["--history-keep", "5", "--journal-retain", "50"]))
+        .collect();
+    let mut clients: Vec<Client> = daemons.iter().map(|d| d.client()).collect();
+    // Both write the same key, so both trim what the other wrote too.
+    for round in 0..6 {
+        for c in clients.iter_mut() {
+            sets(c, "pg", "k", 200, false, json!(round));
+        }
+    }
+    for c in clients.iter_mut() {
+        churn(c, 2000);
+    }
+    for c in clients.iter_mut() {
+        wait_until(PATIENCE, || {
+            let all = c.result(
+                "History",
+                json!({"namespace": "pg", "key": "k", "limit": 1000}),
+            );
+            all["history"].as_array().unwrap().len() == 5
+        });
+        let all = c.result(
+            "History",
+            json!({"namespace": "pg", "key": "k", "limit": 1000}),
+        );
+        assert_eq!(
+            u64s(&all["history"], "version"),
+            vec![2400, 2399, 2398, 2397, 2396]
+        );
+        let head = head(c);
+        wait_until(PATIENCE, || {
+            c.result("Publish", json!({"topic": "tick", "payload": 1}));
+            let journal = &c.result("Metrics", json!({}))["journal"];
+            journal["oldest_seq"].as_u64().unwrap() > head - 60
+        });
+    }
 }
