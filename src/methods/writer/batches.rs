@@ -381,6 +381,10 @@ impl WriterLoop {
         mono_now: Duration,
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
     ) -> Result<()> {
+        // Nothing due (the usual case): no cost beyond this look at memory.
+        if !self.background.pending(self.memory.revision, now_ms) {
+            return Ok(());
+        }
         let writes = self.writes.as_ref();
         writes.savepoint()?;
         let before = self.memory.revision;
