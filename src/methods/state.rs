@@ -253,7 +253,7 @@ pub fn check_clear_namespace(p: &ClearNamespaceParams) -> Result<()> {
 }
 
 /// Keys one step of ClearNamespace deletes at most.
-pub const CLEAR_STEP: u64 = 1000;
+pub const CLEAR_STEP: u64 = 100;
 
 /// Deletes every key of the namespace that was live when the clear began, in key order,
 /// [`CLEAR_STEP`] keys per batch, each a tombstone and a journal event of its own; answered

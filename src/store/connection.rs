@@ -47,7 +47,7 @@ pub struct SqliteWrites {
 }
 
 /// Commits between two looks at the database's size, to size the writer's page cache.
-const COMMITS_BETWEEN_SIZINGS: u32 = 1024;
+const COMMITS_BETWEEN_SIZINGS: u32 = 64;
 
 /// The writer's page cache in KiB for a database of `db_bytes`: half of it, at least
 /// 16 MB (SQLite's pages of interior nodes and the hot leaves stay cached as the store

@@ -13,8 +13,8 @@ use super::WriteCtx;
 
 /// Rows one step of retention looks at (history) or removes (journal) at most.
 pub const STEP_ROWS: u64 = 1000;
-/// Free pages one step gives back to the file system at most (4 MiB of 4 KiB pages).
-const RECLAIM_PAGES: u64 = 1024;
+/// Free pages one step gives back to the file system at most (1 MiB of 4 KiB pages).
+const RECLAIM_PAGES: u64 = 256;
 /// How often retention by age looks for events that have aged out, in milliseconds of
 /// the batches' wall time.
 const AGE_CHECK_EVERY_MS: i64 = 1000;
