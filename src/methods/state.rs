@@ -427,6 +427,7 @@ fn write_version(
 ) -> Result<Written> {
     let updated_by = origin.updated_by;
     let version = previous.map_or(0, |c| c.version) + 1;
+    ctx.wrote_version(version);
     let revision = ctx.next_revision();
     ctx.records().store_version(&NewVersion {
         namespace,

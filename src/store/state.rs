@@ -154,12 +154,21 @@ impl<C: Sql> Records for C {
         up_to_revision: u64,
         limit: u64,
     ) -> Result<Vec<(String, u64, u64)>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT key, version, revision FROM records
-             WHERE namespace = ?1 AND (?2 IS NULL OR key > ?2) AND deleted = 0
-               AND revision <= ?3
-             ORDER BY key LIMIT ?4 + 0",
-        )?;
+        // Two forms: `?2 IS NULL OR key > ?2` would scan from the namespace's first key
+        // (past every tombstone earlier steps left) instead of seeking past `after`.
+        let sql = match after {
+            Some(_) => {
+                "SELECT key, version, revision FROM records
+                 WHERE namespace = ?1 AND key > ?2 AND deleted = 0 AND revision <= ?3
+                 ORDER BY key LIMIT ?4 + 0"
+            }
+            None => {
+                "SELECT key, version, revision FROM records
+                 WHERE namespace = ?1 AND ?2 IS NULL AND deleted = 0 AND revision <= ?3
+                 ORDER BY key LIMIT ?4 + 0"
+            }
+        };
+        let mut stmt = self.conn().prepare_cached(sql)?;
         let rows = stmt.query_map(params![namespace, after, up_to_revision, limit], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;

@@ -184,9 +184,11 @@ impl WriterLoop {
             // run in batches of their own when no request comes: the writer then does not
             // wait for one.
             let background = !self.memory.stepped.is_empty()
-                || self
-                    .background
-                    .pending(self.memory.revision, self.clock.wall_ms());
+                || self.background.pending(
+                    self.memory.revision,
+                    self.clock.wall_ms(),
+                    self.memory.trimmable,
+                );
             let first = match background {
                 true => match intake.poll() {
                     Ok(first) => first,
@@ -382,7 +384,10 @@ impl WriterLoop {
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
     ) -> Result<()> {
         // Nothing due (the usual case): no cost beyond this look at memory.
-        if !self.background.pending(self.memory.revision, now_ms) {
+        if !self
+            .background
+            .pending(self.memory.revision, now_ms, self.memory.trimmable)
+        {
             return Ok(());
         }
         let writes = self.writes.as_ref();

@@ -122,6 +122,9 @@ pub struct WriteCtx<'a> {
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
     stepped: &'a mut std::collections::VecDeque<Stepped>,
+    /// Versions written that put an older one past `BATON_HISTORY_KEEP` (retention's work).
+    trimmable: &'a mut u64,
+    history_keep: Option<u64>,
 }
 
 /// A request that runs in steps, one per batch, and its reply channel (None: nobody waits).
@@ -140,6 +143,9 @@ struct Memory {
     agents: AgentState,
     /// Requests that run in steps, in the order they began.
     stepped: std::collections::VecDeque<Stepped>,
+    /// See [`WriteCtx::wrote_version`].
+    trimmable: u64,
+    history_keep: Option<u64>,
 }
 
 impl Memory {
@@ -222,6 +228,17 @@ impl<'a> WriteCtx<'a> {
             reply,
             deferred,
             stepped: &mut memory.stepped,
+            trimmable: &mut memory.trimmable,
+            history_keep: memory.history_keep,
+        }
+    }
+
+    /// A key's version `version` was written: past `BATON_HISTORY_KEEP` versions, one
+    /// older version became retention's to remove (a pass over the history begins once
+    /// enough did, see `retention`).
+    pub fn wrote_version(&mut self, version: u64) {
+        if self.history_keep.is_some_and(|keep| version > keep) {
+            *self.trimmable += 1;
         }
     }
 
@@ -399,6 +416,8 @@ impl Writer {
                             tasks: TaskState::default(),
                             agents: AgentState::default(),
                             stepped: Default::default(),
+                            trimmable: 0,
+                            history_keep: retention.history_keep,
                         },
                         background: retention::Background::new(retention),
                         last_purge_ms: 0,

@@ -54,7 +54,8 @@ pub(super) struct Background {
     /// The head revision when the last pass began, and the versions it left: a new pass
     /// begins once as many versions were written since (at least a step's worth), so a
     /// pass costs a few rows looked at per version written.
-    pass_began_at: i64,
+    trimmable_at_pass: u64,
+    first_pass_done: bool,
     kept_by_last_pass: u64,
     kept_by_this_pass: u64,
     /// The journal's oldest seq as last read (None: not read yet).
@@ -70,7 +71,8 @@ impl Background {
         Background {
             retention,
             history_after: None,
-            pass_began_at: 0,
+            trimmable_at_pass: 0,
+            first_pass_done: false,
             kept_by_last_pass: 0,
             kept_by_this_pass: 0,
             journal_oldest: None,
@@ -80,15 +82,23 @@ impl Background {
     }
 
     /// Whether a batch with no request should run for retention (the writer does not
-    /// wait for requests meanwhile).
-    pub(super) fn pending(&self, head: i64, now_ms: i64) -> bool {
-        self.history_due(head) || self.journal_due(head, now_ms) || self.reclaim
+    /// wait for requests meanwhile). `trimmable`: versions written since the start that
+    /// put an older one past the versions kept (`WriteCtx::wrote_version`).
+    pub(super) fn pending(&self, head: i64, now_ms: i64, trimmable: u64) -> bool {
+        self.history_due(trimmable) || self.journal_due(head, now_ms) || self.reclaim
     }
 
-    fn history_due(&self, head: i64) -> bool {
+    /// A pass runs, or enough versions became removable since the last began: at least a
+    /// step's worth and a tenth of what the last pass kept, so a pass looks at no more
+    /// than about ten versions per version it removes, and none begins while nothing
+    /// is removable (a million keys of one version each are never walked). The first
+    /// pass, at start, removes what an earlier run (or a larger keep) left.
+    fn history_due(&self, trimmable: u64) -> bool {
         self.retention.history_keep.is_some()
             && (self.history_after.is_some()
-                || head - self.pass_began_at >= self.kept_by_last_pass.max(STEP_ROWS) as i64)
+                || !self.first_pass_done
+                || trimmable - self.trimmable_at_pass
+                    >= (self.kept_by_last_pass / 10).max(STEP_ROWS))
     }
 
     fn journal_due(&self, head: i64, now_ms: i64) -> bool {
@@ -111,7 +121,7 @@ impl Background {
     /// rows were removed (free pages to give back).
     pub(super) fn step(&mut self, ctx: &mut WriteCtx<'_>) -> Result<()> {
         let head = ctx.head_revision();
-        if self.history_due(head) {
+        if self.history_due(*ctx.trimmable) {
             self.history_step(ctx)?;
         }
         if self.journal_due(head, ctx.now_ms) {
@@ -127,7 +137,7 @@ impl Background {
         let after = match self.history_after {
             Some(after) => after,
             None => {
-                self.pass_began_at = ctx.head_revision();
+                self.trimmable_at_pass = *ctx.trimmable;
                 self.kept_by_this_pass = 0;
                 0
             }
@@ -140,6 +150,7 @@ impl Background {
             // The end of the history: the pass is over.
             _ => {
                 self.kept_by_last_pass = self.kept_by_this_pass;
+                self.first_pass_done = true;
                 None
             }
         };

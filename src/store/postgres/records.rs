@@ -94,9 +94,10 @@ impl Records for PgConn {
         up_to_revision: u64,
         limit: u64,
     ) -> Result<Vec<(String, u64, u64)>> {
+        // Past `after` by an index range (an `IS NULL OR` form would scan from the start).
         let rows = self.query(
             "SELECT key, version, revision FROM records
-             WHERE namespace = $1 AND ($2::text IS NULL OR key > $2) AND NOT deleted
+             WHERE namespace = $1 AND key > COALESCE($2::text, '') AND NOT deleted
                AND revision <= $3
              ORDER BY key LIMIT $4",
             &[&namespace, &after, &i(up_to_revision), &i(limit)],
