@@ -49,11 +49,12 @@ pub struct SqliteWrites {
 /// Commits between two looks at the database's size, to size the writer's page cache.
 const COMMITS_BETWEEN_SIZINGS: u32 = 64;
 
-/// The writer's page cache in KiB for a database of `db_bytes`: half of it, at least
+/// The writer's page cache in KiB for a database of `db_bytes`: an eighth of it, at least
 /// 16 MB (SQLite's pages of interior nodes and the hot leaves stay cached as the store
-/// grows, so a write reads no page but the one it changes) and at most 256 MiB.
+/// grows) and at most 128 MiB. Half the file made batond's memory grow with stored large
+/// values (overflow pages the writer wrote once and never reads again).
 pub fn writer_cache_kib(db_bytes: u64) -> u64 {
-    (db_bytes / 2 / 1024).clamp(16_000, 256 * 1024)
+    (db_bytes / 8 / 1024).clamp(16_000, 128 * 1024)
 }
 
 /// A read connection's page cache in KiB: an eighth of the database, 2 MB to 64 MiB
