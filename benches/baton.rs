@@ -32,6 +32,10 @@ mod tls;
 #[path = "parts/postgres.rs"]
 mod postgres;
 
+/// Retention and work in steps: write stalls, the file's size, CAS as the store grows.
+#[path = "parts/retention.rs"]
+mod retention;
+
 /// Instructions per operation on one daemon under callgrind.
 #[path = "parts/instructions.rs"]
 mod instructions;
@@ -45,7 +49,7 @@ struct Row {
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
 /// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls,
-/// postgres, instructions; `dag` is the DAG runs of `tasks` alone).
+/// postgres, instructions, retention; `dag` is the DAG runs of `tasks` alone).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -1008,6 +1012,9 @@ async fn run() -> (Vec<Row>, u64) {
     }
     if only("instructions") {
         instructions::count(dir.path(), &mut rows, &mut errors).await;
+    }
+    if only("retention") {
+        retention::measure(&mut rows, &mut errors).await;
     }
 
     let (mut lines, mut w) = connect(&socket).await;

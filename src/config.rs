@@ -77,6 +77,12 @@ pub struct Flags {
     /// How long an HTTP(S) client may take to send a request's headers before its connection is closed, in milliseconds (BATON_HTTP_HEADER_TIMEOUT_MS) [default: 10000]
     #[arg(long, value_name = "MS")]
     pub http_header_timeout_ms: Option<String>,
+    /// Versions of each key kept in its history, or `all`; older ones are removed in the background (BATON_HISTORY_KEEP) [default: 100]
+    #[arg(long, value_name = "N")]
+    pub history_keep: Option<String>,
+    /// Journal events kept: a count (1000000) or an age (7d, 12h, 30m), or `all`; older ones are removed in the background (BATON_JOURNAL_RETAIN) [default: all]
+    #[arg(long, value_name = "N|AGE")]
+    pub journal_retain: Option<String>,
     /// How Unix-socket connections are trusted: admin (by the socket's file mode) or token (they authenticate too) (BATON_UNIX_AUTH) [default: admin]
     #[arg(long, value_name = "MODE")]
     pub unix_auth: Option<String>,
@@ -153,6 +159,52 @@ fn without_password(url: &str) -> String {
     }
 }
 
+/// How much of the journal `BATON_JOURNAL_RETAIN` keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalRetain {
+    /// Every event (until CompactJournal).
+    All,
+    /// The last this many events.
+    Events(u64),
+    /// Events younger than this many milliseconds.
+    Age(u64),
+}
+
+impl JournalRetain {
+    /// Parses `1000000`, `7d`, `12h`, `30m`, `90s` or `all`; `what` names the source.
+    fn parse(raw: &str, what: &str) -> Result<JournalRetain, ConfigError> {
+        let raw = raw.trim();
+        let refuse = || {
+            ConfigError(format!(
+                "{what} is `{raw}`; give a number of events (e.g. 1000000), an age with a unit (e.g. 7d, 12h, 30m, 90s) or all"
+            ))
+        };
+        if raw == "all" {
+            return Ok(JournalRetain::All);
+        }
+        if let Ok(n) = raw.parse::<u64>() {
+            return match n {
+                0 => Err(refuse()),
+                n => Ok(JournalRetain::Events(n)),
+            };
+        }
+        let unit_ms = match raw.chars().last() {
+            Some('d') => 86_400_000,
+            Some('h') => 3_600_000,
+            Some('m') => 60_000,
+            Some('s') => 1_000,
+            _ => return Err(refuse()),
+        };
+        match raw[..raw.len() - 1].parse::<u64>() {
+            Ok(n) if n > 0 => n
+                .checked_mul(unit_ms)
+                .map(JournalRetain::Age)
+                .ok_or_else(refuse),
+            _ => Err(refuse()),
+        }
+    }
+}
+
 /// The resolved configuration of one daemon.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -192,6 +244,10 @@ pub struct Config {
     /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
     /// instead of acting as admin.
     pub unix_auth_token: bool,
+    /// Versions kept per key (`BATON_HISTORY_KEEP`); None keeps them all.
+    pub history_keep: Option<u64>,
+    /// How much of the journal is kept (`BATON_JOURNAL_RETAIN`).
+    pub journal_retain: JournalRetain,
     /// For tests only: run on a manual clock starting at this wall time (epoch ms), moved
     /// by the `AdvanceClock` method (`BATON_TEST_CLOCK_MS`; no flag).
     pub test_clock_ms: Option<i64>,
@@ -453,6 +509,8 @@ impl Config {
             ("BATON_TLS_KEY", &flags.tls_key),
             ("BATON_TLS_CLIENT_CA", &flags.tls_client_ca),
             ("BATON_UNIX_AUTH", &flags.unix_auth),
+            ("BATON_HISTORY_KEEP", &flags.history_keep),
+            ("BATON_JOURNAL_RETAIN", &flags.journal_retain),
             ("BATON_HTTP_LISTEN", &flags.http_listen),
             ("BATON_AUTH_TIMEOUT_MS", &flags.auth_timeout_ms),
             ("BATON_MAX_UNAUTHENTICATED", &flags.max_unauthenticated),
@@ -660,8 +718,24 @@ impl Config {
                 }
             },
         };
+        let history_keep = match layers.get("BATON_HISTORY_KEEP") {
+            Some((raw, _)) if raw.trim() == "all" => None,
+            _ => Some(
+                layers
+                    .number("BATON_HISTORY_KEEP", 100u64, 1)
+                    .map_err(|e| ConfigError(format!("{e}, or all to keep every version")))?,
+            ),
+        };
+        let journal_retain = match layers.get("BATON_JOURNAL_RETAIN") {
+            None => JournalRetain::All,
+            Some((raw, source)) => {
+                JournalRetain::parse(&raw, &layers.describe("BATON_JOURNAL_RETAIN", source))?
+            }
+        };
 
         Ok(Config {
+            history_keep,
+            journal_retain,
             listen,
             http_listen,
             tls,

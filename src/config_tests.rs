@@ -151,3 +151,51 @@ fn a_value_limit_that_would_not_fit_a_page_is_refused() {
     let config = Config::resolve(&Flags::default(), &env).unwrap();
     assert_eq!(config.max_value_bytes, MAX_VALUE_BYTES_CAP);
 }
+
+#[test]
+fn retention_settings_parse_and_refuse_with_their_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_str().unwrap();
+    let config = Config::resolve(&Flags::default(), &env_of(&[("HOME", home)])).unwrap();
+    assert_eq!(config.history_keep, Some(100));
+    assert_eq!(config.journal_retain, JournalRetain::All);
+    for (keep, retain, want_keep, want_retain) in [
+        ("5", "1000000", Some(5), JournalRetain::Events(1_000_000)),
+        ("all", "7d", None, JournalRetain::Age(7 * 86_400_000)),
+        ("1", "12h", Some(1), JournalRetain::Age(12 * 3_600_000)),
+        ("100", "30m", Some(100), JournalRetain::Age(30 * 60_000)),
+        ("100", "90s", Some(100), JournalRetain::Age(90_000)),
+        ("100", "all", Some(100), JournalRetain::All),
+    ] {
+        let env = env_of(&[
+            ("HOME", home),
+            ("BATON_HISTORY_KEEP", keep),
+            ("BATON_JOURNAL_RETAIN", retain),
+        ]);
+        let config = Config::resolve(&Flags::default(), &env).unwrap();
+        assert_eq!(config.history_keep, want_keep, "{keep}");
+        assert_eq!(config.journal_retain, want_retain, "{retain}");
+    }
+    let flags = Flags {
+        history_keep: Some("3".into()),
+        journal_retain: Some("10".into()),
+        ..Flags::default()
+    };
+    let config = Config::resolve(&flags, &env_of(&[("HOME", home)])).unwrap();
+    assert_eq!(config.history_keep, Some(3));
+    assert_eq!(config.journal_retain, JournalRetain::Events(10));
+    for (name, bad, says) in [
+        ("BATON_HISTORY_KEEP", "0", "or all to keep every version"),
+        ("BATON_HISTORY_KEEP", "ten", "or all to keep every version"),
+        ("BATON_JOURNAL_RETAIN", "0", "an age with a unit"),
+        ("BATON_JOURNAL_RETAIN", "7w", "an age with a unit"),
+        ("BATON_JOURNAL_RETAIN", "d", "an age with a unit"),
+    ] {
+        let env = env_of(&[("HOME", home), (name, bad)]);
+        let err = Config::resolve(&Flags::default(), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("{name} (environment)")), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -58,6 +58,13 @@ pub enum Error {
     /// `since_seq` is older than the journal keeps.
     #[error("{message}")]
     Compacted { message: String, oldest_seq: u64 },
+    /// History asked for versions of a key that retention removed (`BATON_HISTORY_KEEP`);
+    /// the same kind as [`Error::Compacted`], with the oldest version kept.
+    #[error("{message}")]
+    HistoryTrimmed {
+        message: String,
+        oldest_version: u64,
+    },
     #[error("value is {size} bytes, over the limit of {limit} bytes; store a smaller value or raise BATON_MAX_VALUE_BYTES")]
     ValueTooLarge { size: usize, limit: usize },
     #[error("batond is overloaded (write queue full); retry shortly")]
@@ -86,7 +93,7 @@ impl Error {
             Error::Forbidden { .. } => 403,
             Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
             Error::LeaseInvalid { .. } => 410,
-            Error::Compacted { .. } => 416,
+            Error::Compacted { .. } | Error::HistoryTrimmed { .. } => 416,
             Error::ValueTooLarge { .. } => 413,
             Error::Overloaded => 429,
             Error::Unavailable(_) | Error::OutcomeUnknown(_) => 503,
@@ -111,7 +118,7 @@ impl Error {
             Error::Conflict { .. } => "conflict",
             Error::IdempotencyConflict { .. } => "idempotency_conflict",
             Error::LeaseInvalid { .. } => "lease_invalid",
-            Error::Compacted { .. } => "compacted",
+            Error::Compacted { .. } | Error::HistoryTrimmed { .. } => "compacted",
             Error::ValueTooLarge { .. } => "value_too_large",
             Error::Overloaded => "overloaded",
             Error::Unavailable(_) | Error::OutcomeUnknown(_) => "unavailable",
@@ -143,6 +150,9 @@ impl Error {
             }
             Error::Compacted { oldest_seq, .. } => {
                 data.insert("oldest_seq".into(), json!(oldest_seq));
+            }
+            Error::HistoryTrimmed { oldest_version, .. } => {
+                data.insert("oldest_version".into(), json!(oldest_version));
             }
             Error::IdempotencyConflict { key } => {
                 data.insert("idempotency_key".into(), json!(key));

@@ -12,8 +12,10 @@ use crate::store::boundary::{Journal, NewEvent, Storage};
 pub use crate::protocol::journal::*;
 
 use super::state::check_value;
-use super::writer::WriteCtx;
-use super::{limit_or_default, read, ready, reply, write, Ctx, Limits, Method, Plan};
+use super::writer::{Served, WriteCtx};
+use super::{
+    limit_or_default, read, ready, reply, write, write_in_steps, Ctx, Limits, Method, Plan,
+};
 
 /// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller),
 /// stamped with the batch's time.
@@ -54,9 +56,14 @@ pub fn check_retained(journal: &dyn Journal, since_seq: u64) -> Result<()> {
     })
 }
 
-/// Removes every event before `before_seq`; returns the new oldest seq and how many events
-/// went. Record history and task state are not touched.
-pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
+/// Events one step of a compaction removes at most (seqs are revisions, nearly all with
+/// an event, so a step of this many seqs removes at most this many rows).
+pub const COMPACT_STEP: u64 = 1000;
+
+/// Removes every event before `before_seq`, [`COMPACT_STEP`] events per batch: answered
+/// (the new oldest seq, how many events went) once all are gone. Record history and task
+/// state are not touched. Readers see the journal's start move up step by step.
+pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<Served<(u64, u64)>> {
     let head = ctx.head_revision() as u64;
     if before_seq > head + 1 {
         return Err(Error::Invalid(format!(
@@ -64,16 +71,39 @@ pub fn compact(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
             head + 1
         )));
     }
+    let (oldest, mut deleted) = compact_step(ctx, before_seq)?;
+    if oldest >= before_seq {
+        return Ok(Served::Now((oldest.max(before_seq), deleted)));
+    }
+    ctx.continue_later(Box::new(move |ctx| {
+        let (oldest, removed) = compact_step(ctx, before_seq)?;
+        deleted += removed;
+        if oldest < before_seq {
+            return Ok(None);
+        }
+        reply(&CompactJournalResult {
+            oldest_seq: oldest,
+            deleted,
+        })
+        .map(Some)
+    }));
+    Ok(Served::Later)
+}
+
+/// One step of removing the events before `before_seq`: at most [`COMPACT_STEP`] of
+/// them, the oldest first. Returns the oldest seq now held and how many events went.
+pub fn compact_step(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64)> {
     let oldest = ctx.journal().oldest_seq()?;
     if before_seq <= oldest {
         return Ok((oldest, 0));
     }
+    let upto = before_seq.min(oldest.saturating_add(COMPACT_STEP));
     // Lock outcomes held back are in the events about to go (see `store::leases`).
     ctx.outcomes().store_held()?;
-    let deleted = ctx.journal().remove_before(before_seq)?;
+    let deleted = ctx.journal().remove_before(upto)?;
     // The writer's copies of recent task events may include some that are gone now.
     ctx.tasks.forget_recent();
-    Ok((before_seq, deleted))
+    Ok((upto, deleted))
 }
 
 /// Events after `since_seq` up to the last committed revision.
@@ -166,11 +196,13 @@ impl Method for CompactJournalParams {
     const SUMMARY: &'static str = "Remove journal events before before_seq to bound its size (like etcd's compact); records, their history and tasks are kept. Reads and subscriptions from before it then get 416 with oldest_seq.";
     type Output = CompactJournalResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            let (oldest_seq, deleted) = compact(ctx, self.before_seq)?;
-            Ok(CompactJournalResult {
-                oldest_seq,
-                deleted,
+        write_in_steps::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            Ok(match compact(ctx, self.before_seq)? {
+                Served::Now((oldest_seq, deleted)) => Served::Now(CompactJournalResult {
+                    oldest_seq,
+                    deleted,
+                }),
+                Served::Later => Served::Later,
             })
         })
     }

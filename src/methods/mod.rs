@@ -315,6 +315,9 @@ pub enum Plan {
         /// What it will read, for the batch to read ahead.
         foreseen: Foreseen,
     },
+    /// A write that runs in steps (`WriteCtx::continue_later`): the connection reads no
+    /// further request until it is answered, so what it sends next applies after it.
+    Barrier(Box<Plan>),
 }
 
 impl Plan {
@@ -415,6 +418,20 @@ pub fn write_or_wait<M: Method>(
         }),
         foreseen: Foreseen::default(),
     })
+}
+
+/// A mutation of method `M` that may run in steps ([`WriteCtx::continue_later`]); the
+/// connection that sends it waits for its answer before it reads its next request.
+pub fn write_in_steps<M: Method>(
+    cx: &Ctx<'_>,
+    idempotency_key: Option<String>,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Output>> + Send + 'static,
+) -> Result<Plan> {
+    Ok(Plan::Barrier(Box::new(write_or_wait::<M>(
+        cx,
+        idempotency_key,
+        f,
+    )?)))
 }
 
 /// An answer of method `M` available at once.

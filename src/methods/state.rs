@@ -6,13 +6,16 @@
 
 use serde_json::value::RawValue;
 
-use super::writer::WriteCtx;
+use super::writer::{Served, WriteCtx};
 use super::Presented;
 use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
 
-use super::{limit_or_default, paging, read, read_one_statement, write, Ctx, Limits, Method, Plan};
+use super::{
+    limit_or_default, paging, read, read_one_statement, write, write_in_steps, Ctx, Limits, Method,
+    Plan,
+};
 
 pub use crate::protocol::limits::MAX_NAME_BYTES;
 
@@ -89,6 +92,22 @@ pub fn history(records: &dyn Records, p: HistoryParams) -> Result<HistoryResult>
         (after, before) => after.or(before),
     };
     let mut history = records.history(&p.namespace, &p.key, before, limit + 1)?;
+    // Nothing before a version > 1: retention may have removed what was asked for.
+    if let (true, Some(before)) = (history.is_empty(), before.filter(|b| *b > 1)) {
+        if let Some(oldest) = records.oldest_version(&p.namespace, &p.key)? {
+            if before <= oldest {
+                return Err(Error::HistoryTrimmed {
+                    message: format!(
+                        "versions of `{}` before {oldest} are no longer kept (BATON_HISTORY_KEEP); ask for versions from {oldest} on (before_version {} or more), or raise BATON_HISTORY_KEEP to keep more",
+                        p.key,
+                        oldest + 1
+                    ),
+                    oldest_version: oldest,
+                });
+            }
+        }
+    }
+    // `next` is null once nothing older is kept (retention may have removed the rest).
     let more = paging::cut(&mut history, limit)?;
     let next = match history.last() {
         Some(last) if more && last.version > 1 => Some(last.version),
@@ -266,12 +285,44 @@ pub fn check_clear_namespace(p: &ClearNamespaceParams) -> Result<()> {
     check_name("namespace", &p.namespace)
 }
 
+/// Keys one step of ClearNamespace deletes at most.
+pub const CLEAR_STEP: u64 = 100;
+
+/// Deletes every key of the namespace that was live when the clear began, in key order,
+/// [`CLEAR_STEP`] keys per batch, each a tombstone and a journal event of its own; answered
+/// once all are deleted. Readers see the keys go step by step; a key another connection
+/// writes meanwhile (after the clear began) is kept.
 pub fn clear_namespace(
     ctx: &mut WriteCtx<'_>,
     p: ClearNamespaceParams,
-) -> Result<ClearNamespaceResult> {
+) -> Result<Served<ClearNamespaceResult>> {
+    let up_to = ctx.head_revision() as u64;
+    let mut after: Option<String> = None;
+    let mut deleted = 0;
+    if clear_step(ctx, &p, up_to, &mut after, &mut deleted)? {
+        return Ok(Served::Now(ClearNamespaceResult { deleted }));
+    }
+    ctx.continue_later(Box::new(move |ctx| {
+        if !clear_step(ctx, &p, up_to, &mut after, &mut deleted)? {
+            return Ok(None);
+        }
+        super::reply(&ClearNamespaceResult { deleted }).map(Some)
+    }));
+    Ok(Served::Later)
+}
+
+/// Deletes the next keys of a clear; whether it is done.
+fn clear_step(
+    ctx: &mut WriteCtx<'_>,
+    p: &ClearNamespaceParams,
+    up_to: u64,
+    after: &mut Option<String>,
+    deleted: &mut u64,
+) -> Result<bool> {
     let by = p.updated_by.as_deref();
-    let keys = ctx.records().live_versions(&p.namespace)?;
+    let keys =
+        ctx.records()
+            .live_versions_page(&p.namespace, after.as_deref(), up_to, CLEAR_STEP)?;
     for (key, version, revision) in &keys {
         let previous = StoredVersion {
             version: *version,
@@ -287,9 +338,10 @@ pub fn clear_namespace(
             Some(&previous),
         )?;
     }
-    Ok(ClearNamespaceResult {
-        deleted: keys.len() as u64,
-    })
+    *deleted += keys.len() as u64;
+    let done = (keys.len() as u64) < CLEAR_STEP;
+    *after = keys.into_iter().last().map(|(key, _, _)| key);
+    Ok(done)
 }
 
 // ---- the rules of versions ----
@@ -408,6 +460,7 @@ fn write_version(
 ) -> Result<Written> {
     let updated_by = origin.updated_by;
     let version = previous.map_or(0, |c| c.version) + 1;
+    ctx.wrote_version(version);
     let revision = ctx.next_revision();
     ctx.records().store_version(&NewVersion {
         namespace,
@@ -608,7 +661,7 @@ impl Method for ClearNamespaceParams {
     type Output = ClearNamespaceResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_clear_namespace(&self)?;
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+        write_in_steps::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             clear_namespace(ctx, self)
         })
     }

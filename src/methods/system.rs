@@ -60,6 +60,13 @@ pub struct EnforcedLimits {
     pub max_attempts: u32,
     /// Longest namespace, key or topic, in bytes.
     pub max_name_bytes: usize,
+    /// Versions kept per key (`BATON_HISTORY_KEEP`); null keeps them all. History asking
+    /// for older ones is 416.
+    pub history_keep: Option<u64>,
+    /// Journal events kept by count (`BATON_JOURNAL_RETAIN`); null: not by count.
+    pub journal_retain_events: Option<u64>,
+    /// Journal events kept by age, in milliseconds (`BATON_JOURNAL_RETAIN`); null: not by age.
+    pub journal_retain_ms: Option<u64>,
 }
 
 impl EnforcedLimits {
@@ -74,6 +81,15 @@ impl EnforcedLimits {
             max_lock_ttl_secs: super::locks::MAX_TTL_SECS,
             max_attempts: super::tasks::MAX_ATTEMPTS,
             max_name_bytes: super::state::MAX_NAME_BYTES,
+            history_keep: config.history_keep,
+            journal_retain_events: match config.journal_retain {
+                crate::config::JournalRetain::Events(n) => Some(n),
+                _ => None,
+            },
+            journal_retain_ms: match config.journal_retain {
+                crate::config::JournalRetain::Age(ms) => Some(ms),
+                _ => None,
+            },
         }
     }
 }
@@ -94,7 +110,7 @@ pub fn error_table() -> Vec<ErrorDescription> {
         (409, "conflict", "a version did not match (data has the current value), a Txn compare failed (data.failed), or idempotency_conflict"),
         (410, "lease_invalid", "a lease id that is stale, expired, released or someone else's"),
         (413, "value_too_large", "a value over BATON_MAX_VALUE_BYTES"),
-        (416, "compacted", "since_seq older than the retained journal; resume from data.oldest_seq"),
+        (416, "compacted", "since_seq older than the retained journal (resume from data.oldest_seq), or History before versions retention removed (data.oldest_version)"),
         (429, "overloaded", "the write queue is full; safe to retry"),
         (503, "unavailable", "shutting down, or storage failing; nothing was written"),
     ];

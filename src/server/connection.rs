@@ -92,6 +92,8 @@ enum Line {
     /// Ready now; the sender fires once the line is written.
     ReadyThen(Vec<u8>, oneshot::Sender<()>),
     Coming(BoxFuture<'static, Vec<u8>>),
+    /// Still being worked on, in steps: nothing more is read until it is answered.
+    ComingBarrier(BoxFuture<'static, Vec<u8>>),
 }
 
 /// An answer line, and who to tell once it is written.
@@ -177,6 +179,9 @@ pub async fn serve<R, W>(
     let fd = peer.fd;
     // After a half-close: how often to look whether the client has gone entirely.
     let mut hangup_check: Option<tokio::time::Interval> = None;
+    // Set while a request that runs in steps is being worked on: until it is answered,
+    // nothing more is read, so what the client sends next applies after it.
+    let mut barrier: Option<oneshot::Receiver<()>> = None;
     // Fires when the token the connection acts with is revoked or expires.
     let mut token_life: Option<CancellationToken> = None;
 
@@ -198,7 +203,10 @@ pub async fn serve<R, W>(
                 connection.notify.written(line.len());
                 outbox.push(&line, None);
             }
-            frame = frames.next(), if reading && pending.len() < MAX_IN_FLIGHT && outbox.unread() < max_unread => {
+            _ = lifted(&mut barrier), if barrier.is_some() => {
+                barrier = None;
+            }
+            frame = frames.next(), if reading && barrier.is_none() && pending.len() < MAX_IN_FLIGHT && outbox.unread() < max_unread => {
                 let answer = match frame {
                     Some(Ok(Frame::Line(line))) => {
                         handle_line(&app, &connection, &line, &writes_in_flight)
@@ -255,6 +263,18 @@ pub async fn serve<R, W>(
                     }
                     Some(Line::Coming(future)) => {
                         pending.push_back(future.map(|line| (line, None)).boxed());
+                    }
+                    Some(Line::ComingBarrier(future)) => {
+                        let (answered, lifts) = oneshot::channel();
+                        barrier = Some(lifts);
+                        pending.push_back(
+                            future
+                                .map(move |line| {
+                                    let _ = answered.send(());
+                                    (line, None)
+                                })
+                                .boxed(),
+                        );
                     }
                     None => {}
                 }
@@ -380,6 +400,16 @@ fn peer_hung_up(fd: std::os::fd::RawFd) -> bool {
     ready > 0 && poll.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
+/// Resolves once the request that holds the barrier is answered (or dropped).
+async fn lifted(barrier: &mut Option<oneshot::Receiver<()>>) {
+    match barrier {
+        Some(answered) => {
+            let _ = answered.await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 async fn ended(life: &Option<CancellationToken>) {
     match life {
         Some(life) => life.cancelled().await,
@@ -455,7 +485,13 @@ fn handle_line(
             render(id, &answer)
         }
     };
+    // A write that runs in steps: this connection reads nothing more until it is answered.
+    let (plan, barrier) = match plan {
+        Plan::Barrier(plan) => (*plan, true),
+        plan => (plan, false),
+    };
     let queued = match plan {
+        Plan::Barrier(_) => Err(Error::Internal("a barrier inside a barrier".into())),
         Plan::Ready(answer) => return Some(Line::Ready(finish(request.id, answer))),
         Plan::ReadyThen { answer, written } => {
             return Some(Line::ReadyThen(finish(request.id, answer), written))
@@ -490,7 +526,12 @@ fn handle_line(
         Err(err) => return Some(Line::Ready(finish(request.id, Err(err)))),
     };
     let id = request.id.map(ToOwned::to_owned);
-    Some(Line::Coming(
+    let coming = if barrier {
+        Line::ComingBarrier
+    } else {
+        Line::Coming
+    };
+    Some(coming(
         async move {
             let answer = rx.await.unwrap_or_else(|_| {
                 Err(Error::Unavailable(

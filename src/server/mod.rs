@@ -406,8 +406,10 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             config.test_lose_commit_answers,
         )?,
     };
-    let (writer, writer_thread) = Writer::spawn(writes, store.health().clone(), clock.clone())
-        .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
+    let retention = crate::methods::writer::Retention::of(&config);
+    let (writer, writer_thread) =
+        Writer::spawn(writes, store.health().clone(), clock.clone(), retention)
+            .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
     if let Some(path) = &sqlite {
         write_database_marker(path, store.database_id);
     }

@@ -89,6 +89,21 @@ pub trait Records {
     fn store_version(&self, version: &NewVersion<'_>) -> Result<()>;
     /// Every live key of a namespace with its version and revision, in key order.
     fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>>;
+    /// At most `limit` live keys of a namespace after `after`, in key order, written at
+    /// or before `up_to_revision`, with their version and revision (a stepped clear).
+    fn live_versions_page(
+        &self,
+        namespace: &str,
+        after: Option<&str>,
+        up_to_revision: u64,
+        limit: u64,
+    ) -> Result<Vec<(String, u64, u64)>>;
+    /// One step of history retention: of the next `scan` versions stored after revision
+    /// `after_revision` (in revision order), removes those that are more than `keep`
+    /// versions behind their key's current one.
+    fn trim_history(&self, keep: u64, after_revision: u64, scan: u64) -> Result<TrimStep>;
+    /// The oldest version of a key still in its history (None: the key has none).
+    fn oldest_version(&self, namespace: &str, key: &str) -> Result<Option<u64>>;
     /// Live records of a namespace in key order, after `after`, starting with `prefix`, at
     /// most `limit`; and whether more may follow.
     fn list(
@@ -120,6 +135,17 @@ pub trait Records {
     fn keys_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
 }
 
+/// What one step of history retention did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrimStep {
+    /// Versions looked at.
+    pub scanned: u64,
+    /// Versions removed.
+    pub removed: u64,
+    /// The last revision looked at (None: there was nothing after `after_revision`).
+    pub last: Option<u64>,
+}
+
 /// An event as it is sent, kept serialized (a task's recent events).
 pub type SerializedEvent = (i64, Arc<RawValue>);
 
@@ -146,6 +172,10 @@ pub trait Journal {
     /// Removes every event before `before_seq`, which becomes the oldest seq; how many went.
     /// The writer stores the lock outcomes it held back first (`Outcomes::store_held`).
     fn remove_before(&self, before_seq: u64) -> Result<u64>;
+    /// Of the first `scan` events from `from_seq` on, the seq of the first stamped at or
+    /// after `at_ms`; past the last one looked at when none is (`from_seq` when there
+    /// are none). What journal retention by age may remove before.
+    fn first_seq_since(&self, at_ms: i64, from_seq: u64, scan: u64) -> Result<u64>;
 }
 
 /// A held lease, as stored.
@@ -667,6 +697,12 @@ pub trait WriteStorage {
     fn release_request(&self) -> Result<()>;
     /// The daemon is stopping: mark the database cleanly closed and tidy its files.
     fn close(&mut self);
+    /// Gives up to `pages` free pages back to the file system, inside the open batch
+    /// (SQLite's incremental vacuum); whether free pages remain. Engines that reuse
+    /// freed space themselves (PostgreSQL's autovacuum) do nothing.
+    fn reclaim(&mut self, _pages: u64) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// An access token as stored: never its secret, only the secret's hash (which is not

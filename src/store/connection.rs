@@ -38,6 +38,75 @@ pub struct SqliteWrites {
     /// was last looked at.
     changes_at_outcome_check: u64,
     outcomes: HeldOutcomes,
+    /// The database gives free pages back (`auto_vacuum = INCREMENTAL`).
+    incremental: bool,
+    /// Commits until the page cache is sized to the database again.
+    commits_until_sizing: u32,
+    /// The page cache's size now, in KiB.
+    cache_kib: u64,
+}
+
+/// Commits between two looks at the database's size, to size the writer's page cache.
+const COMMITS_BETWEEN_SIZINGS: u32 = 64;
+
+/// The writer's page cache in KiB for a database of `db_bytes`: an eighth of it, at least
+/// 16 MB (SQLite's pages of interior nodes and the hot leaves stay cached as the store
+/// grows) and at most 128 MiB. Half the file made batond's memory grow with stored large
+/// values (overflow pages the writer wrote once and never reads again).
+pub fn writer_cache_kib(db_bytes: u64) -> u64 {
+    (db_bytes / 8 / 1024).clamp(16_000, 128 * 1024)
+}
+
+/// A read connection's page cache in KiB: an eighth of the database, 2 MB to 64 MiB
+/// (there are up to 16 of them).
+pub fn reader_cache_kib(db_bytes: u64) -> u64 {
+    (db_bytes / 8 / 1024).clamp(2_000, 64 * 1024)
+}
+
+/// The size of the database the connection has open, in bytes.
+pub fn database_bytes(conn: &Connection) -> rusqlite::Result<u64> {
+    conn.query_row(
+        "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Databases up to this size are converted to `auto_vacuum = INCREMENTAL` at start-up (a
+/// VACUUM, which rewrites the file: about a second per 100 MB here); a larger one is
+/// left as it is, with a warning saying how to convert it.
+const CONVERT_AT_START_BYTES: u64 = 256 << 20;
+
+/// Makes the database give freed pages back to the file system in steps (`auto_vacuum =
+/// INCREMENTAL`, then `PRAGMA incremental_vacuum` after retention removes rows): set on a
+/// new database before its first table, and on an existing one by a VACUUM at start-up
+/// when it is small enough.
+pub fn ensure_incremental_vacuum(conn: &Connection) -> rusqlite::Result<()> {
+    let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
+    if mode == 2 {
+        return Ok(());
+    }
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    if tables == 0 {
+        // In WAL mode the setting takes effect only through a VACUUM, even when empty.
+        return conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;");
+    }
+    let bytes = database_bytes(conn)?;
+    if bytes > CONVERT_AT_START_BYTES {
+        tracing::warn!(
+            bytes,
+            "the database does not give freed pages back to the file system (it predates incremental vacuum) and is too large to convert at every start; stop batond and run `sqlite3 PATH 'PRAGMA auto_vacuum = INCREMENTAL; VACUUM;'` once to convert it"
+        );
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
+    tracing::info!(
+        bytes,
+        ms = started.elapsed().as_millis() as u64,
+        "converted the database to give freed pages back to the file system (auto_vacuum = INCREMENTAL)"
+    );
+    Ok(())
 }
 
 /// Rows changed between two looks at how far the journal has run past the stored lock
@@ -48,11 +117,35 @@ const CHANGES_BETWEEN_OUTCOME_CHECKS: u64 = 256;
 impl SqliteWrites {
     /// `conn` holds no outcome back: [`leases::recover_outcomes`] stored them.
     pub(super) fn new(conn: Connection) -> SqliteWrites {
-        SqliteWrites {
+        let incremental = conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))
+            .is_ok_and(|mode| mode == 2);
+        let mut writes = SqliteWrites {
             conn: WriterConn::wrap(conn),
             written_at_request: std::cell::Cell::new((0, 0)),
             changes_at_outcome_check: 0,
             outcomes: HeldOutcomes::default(),
+            incremental,
+            commits_until_sizing: 0,
+            cache_kib: 16_000,
+        };
+        writes.size_cache();
+        writes
+    }
+
+    /// Sizes the page cache to the database ([`writer_cache_kib`]) when it is off by more
+    /// than a quarter; looked at every [`COMMITS_BETWEEN_SIZINGS`] commits.
+    fn size_cache(&mut self) {
+        self.commits_until_sizing = COMMITS_BETWEEN_SIZINGS;
+        let Ok(bytes) = database_bytes(self.conn.conn()) else {
+            return;
+        };
+        let want = writer_cache_kib(bytes);
+        if want.abs_diff(self.cache_kib) * 4 > self.cache_kib {
+            let set = format!("PRAGMA cache_size = -{want}");
+            if self.conn.conn().execute_batch(&set).is_ok() {
+                self.cache_kib = want;
+            }
         }
     }
 
@@ -129,7 +222,33 @@ impl WriteStorage for SqliteWrites {
 
     fn commit(&mut self) -> Result<()> {
         self.store_outcomes_when_due()?;
-        self.run("COMMIT")
+        self.run("COMMIT")?;
+        self.commits_until_sizing -= 1;
+        if self.commits_until_sizing == 0 {
+            self.size_cache();
+        }
+        Ok(())
+    }
+
+    fn reclaim(&mut self, pages: u64) -> Result<bool> {
+        if !self.incremental {
+            return Ok(false);
+        }
+        let free: u64 = self
+            .conn
+            .with("PRAGMA freelist_count", |s| s.query_row([], |r| r.get(0)))?;
+        if free == 0 {
+            return Ok(false);
+        }
+        let n = pages.min(free);
+        // One row per page given back: stepped to the end.
+        let mut stmt = self
+            .conn
+            .conn()
+            .prepare(&format!("PRAGMA incremental_vacuum({n})"))?;
+        let mut rows = stmt.query([])?;
+        while rows.next()?.is_some() {}
+        Ok(free > n)
     }
 
     fn rollback(&mut self) {

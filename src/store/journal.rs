@@ -214,6 +214,22 @@ impl<C: Sql> Journal for C {
         )?;
         Ok(deleted as u64)
     }
+
+    fn first_seq_since(&self, at_ms: i64, from_seq: u64, scan: u64) -> Result<u64> {
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT seq, at FROM events WHERE seq >= ?1 ORDER BY seq LIMIT ?2 + 0",
+        )?;
+        let mut rows = stmt.query(params![from_seq, scan])?;
+        let mut past = from_seq;
+        while let Some(row) = rows.next()? {
+            let (seq, at): (u64, i64) = (row.get(0)?, row.get(1)?);
+            if at >= at_ms {
+                return Ok(seq);
+            }
+            past = seq + 1;
+        }
+        Ok(past)
+    }
 }
 
 /// An event as stored, from a row of `event_columns!()`.

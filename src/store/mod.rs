@@ -170,6 +170,7 @@ impl Store {
                 });
             }
         }
+        connection::ensure_incremental_vacuum(&conn).map_err(open_error)?;
         let schema_version = match migrations::migrate(&mut conn, now_ms) {
             Err(migrations::MigrationError::Sqlite(e)) => return Err(open_error(e)),
             Err(migrations::MigrationError::Failed { source, .. }) if is_damage(&source) => {
@@ -186,6 +187,9 @@ impl Store {
         if let Err(err) = connection::preallocate_wal(&conn) {
             tracing::warn!(%err, "cannot preallocate the WAL; commits may be slower until it has grown");
         }
+        // Read connections' page caches grow with the database as it is at start.
+        let reader_cache_kib =
+            connection::reader_cache_kib(connection::database_bytes(&conn).unwrap_or(0));
         // Read-write handles kept from writing by `query_only`: a read-only one would take
         // real locks (`connection::EXCLUSIVE_VFS`).
         let manager = SqliteConnectionManager::file(connection::read_connection_target(path))
@@ -194,9 +198,11 @@ impl Store {
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX
                     | OpenFlags::SQLITE_OPEN_URI,
             )
-            .with_init(|c| {
+            .with_init(move |c| {
                 c.set_prepared_statement_cache_capacity(connection::STATEMENT_CACHE);
-                c.execute_batch("PRAGMA busy_timeout = 5000; PRAGMA query_only = ON;")
+                c.execute_batch(&format!(
+                    "PRAGMA busy_timeout = 5000; PRAGMA query_only = ON; PRAGMA cache_size = -{reader_cache_kib};"
+                ))
             });
         let reads = r2d2::Pool::builder()
             .max_size(16)

@@ -9,7 +9,7 @@ use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 
-use super::boundary::{NewVersion, Records, StoredVersion};
+use super::boundary::{NewVersion, Records, StoredVersion, TrimStep};
 use super::sql::Sql;
 
 /// Every how many versions of a key `history_marks` notes where its version is. History
@@ -145,6 +145,102 @@ impl<C: Sql> Records for C {
         )?;
         let rows = stmt.query_map([namespace], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn live_versions_page(
+        &self,
+        namespace: &str,
+        after: Option<&str>,
+        up_to_revision: u64,
+        limit: u64,
+    ) -> Result<Vec<(String, u64, u64)>> {
+        // Two forms: `?2 IS NULL OR key > ?2` would scan from the namespace's first key
+        // (past every tombstone earlier steps left) instead of seeking past `after`.
+        let sql = match after {
+            Some(_) => {
+                "SELECT key, version, revision FROM records
+                 WHERE namespace = ?1 AND key > ?2 AND deleted = 0 AND revision <= ?3
+                 ORDER BY key LIMIT ?4 + 0"
+            }
+            None => {
+                "SELECT key, version, revision FROM records
+                 WHERE namespace = ?1 AND ?2 IS NULL AND deleted = 0 AND revision <= ?3
+                 ORDER BY key LIMIT ?4 + 0"
+            }
+        };
+        let mut stmt = self.conn().prepare_cached(sql)?;
+        let rows = stmt.query_map(params![namespace, after, up_to_revision, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn trim_history(&self, keep: u64, after_revision: u64, scan: u64) -> Result<TrimStep> {
+        // The window of versions looked at, then which of them are `keep` or more behind
+        // their key's current row (each a point lookup in `records`).
+        let mut stmt = self.conn().prepare_cached(
+            "SELECT h.revision, h.namespace, h.key, h.version,
+                    h.version + ?3 <= coalesce(r.version, 0)
+               FROM (SELECT revision, namespace, key, version FROM history_log
+                      WHERE revision > ?1 ORDER BY revision LIMIT ?2 + 0) h
+               LEFT JOIN records r ON r.namespace = h.namespace AND r.key = h.key
+              ORDER BY h.revision",
+        )?;
+        let rows = stmt.query_map(params![after_revision, scan, keep], |r| {
+            Ok((
+                r.get::<_, u64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, u64>(3)?,
+                r.get::<_, bool>(4)?,
+            ))
+        })?;
+        let mut step = TrimStep::default();
+        let mut trimmed = Vec::new();
+        for row in rows {
+            let (revision, namespace, key, version, behind) = row?;
+            step.scanned += 1;
+            step.last = Some(revision);
+            if behind {
+                trimmed.push((revision, namespace, key, version));
+            }
+        }
+        drop(stmt);
+        for (revision, namespace, key, version) in &trimmed {
+            self.with("DELETE FROM history_log WHERE revision = ?1", |s| {
+                s.execute([revision])
+            })?;
+            if version.is_multiple_of(HISTORY_MARK_EVERY) {
+                self.with(
+                    "DELETE FROM history_marks WHERE namespace = ?1 AND key = ?2 AND version = ?3",
+                    |s| s.execute(params![namespace, key, version]),
+                )?;
+            }
+        }
+        step.removed = trimmed.len() as u64;
+        Ok(step)
+    }
+
+    fn oldest_version(&self, namespace: &str, key: &str) -> Result<Option<u64>> {
+        // From the lowest mark still kept (else the current row) back along `prev` until
+        // a version is missing: retention removes a key's versions oldest first, so
+        // below the lowest mark at most 63 versions remain.
+        let mut stmt = self.conn().prepare_cached(
+            "WITH RECURSIVE
+               start(revision) AS (
+                 SELECT COALESCE(
+                   (SELECT revision FROM history_marks WHERE namespace = ?1 AND key = ?2
+                     ORDER BY version LIMIT 1),
+                   (SELECT revision FROM records WHERE namespace = ?1 AND key = ?2))),
+               chain(revision, version, prev) AS (
+                 SELECT h.revision, h.version, h.prev FROM history_log h, start
+                  WHERE h.revision = start.revision
+                 UNION ALL
+                 SELECT h.revision, h.version, h.prev FROM chain c, history_log h
+                  WHERE h.revision = c.prev)
+             SELECT min(version) FROM chain",
+        )?;
+        Ok(stmt.query_row(params![namespace, key], |r| r.get(0))?)
     }
 
     /// Live records of a namespace in key order, after `after`, starting with `prefix`; the

@@ -25,6 +25,7 @@ mod paging;
 mod postgres;
 mod remote;
 mod remote_clients;
+mod retention;
 mod revocation;
 mod scopes;
 mod shared_locks;

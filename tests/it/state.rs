@@ -197,7 +197,8 @@ fn history_is_newest_first_with_deletions_and_paging() {
 /// with other keys written in between.
 #[test]
 fn history_pages_through_hundreds_of_versions() {
-    let mut daemon = Daemon::start();
+    // Every version is kept (the default keeps 100).
+    let mut daemon = Daemon::start_with(&["--history-keep", "all"]);
     let mut c = daemon.client();
     let mut expected = Vec::new();
     for i in 1..=200u64 {

@@ -395,3 +395,27 @@ def test_shared_locks_and_slots(daemon: Daemon) -> None:
             with pytest.raises(baton.InvalidError):
                 with other.lock("tool:build", owner="ci-3", slots=5):
                     pass
+
+
+def test_history_before_what_retention_kept_is_compacted_error() -> None:
+    from batonproc import running_daemon
+
+    with running_daemon("baton-py-", ["--history-keep", "2"]) as d, Client(d.socket) as c:
+        for i in range(1200):
+            c.set("ns", "k", i)
+        # Retention trims in passes, each begun about 1,000 versions after the last.
+        for i in range(3000):
+            c.set("ns", f"churn-{i % 10}", i)
+
+        def trimmed() -> bool:
+            try:
+                c.history("ns", "k", before_version=1199)
+            except baton.CompactedError:
+                return True
+            return False
+
+        wait_for(trimmed, "retention to trim the history of ns/k")
+        with pytest.raises(baton.CompactedError) as info:
+            c.history("ns", "k", before_version=1199)
+        assert (info.value.code, info.value.oldest_version) == (416, 1199)
+        assert [v["version"] for v in c.history("ns", "k")] == [1200, 1199]

@@ -77,11 +77,16 @@ class InvalidError(BatonError):
 
 
 class CompactedError(BatonError):
-    """416: events before `oldest_seq` are no longer kept."""
+    """416: events before `oldest_seq` are no longer kept, or (History) versions before
+    `oldest_version` (BATON_HISTORY_KEEP)."""
 
     @property
     def oldest_seq(self) -> int:
         return int(self.data.get("oldest_seq") or 0)
+
+    @property
+    def oldest_version(self) -> int:
+        return int(self.data.get("oldest_version") or 0)
 
 
 class ValueTooLargeError(BatonError):

@@ -28,6 +28,8 @@ pub(super) struct WriterLoop {
     pub(super) stats: Arc<WriterStats>,
     pub(super) health: Arc<StorageHealth>,
     pub(super) memory: Memory,
+    /// Retention's steps (see `retention`).
+    pub(super) background: super::retention::Background,
     pub(super) last_purge_ms: i64,
     pub(super) deadline_tx: watch::Sender<Option<Duration>>,
     pub(super) head_tx: watch::Sender<u64>,
@@ -152,6 +154,15 @@ impl Intake {
         doorbell.waiting.store(false, Ordering::SeqCst);
     }
 
+    /// The next message if one is queued; Err(()) once every sender is gone.
+    fn poll(&mut self) -> std::result::Result<Option<Message>, ()> {
+        match self.rx.try_recv() {
+            Ok(message) => Ok(Some(message)),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::error::TryRecvError::Disconnected) => Err(()),
+        }
+    }
+
     /// Adds to `batch` what is queued already, up to [`MAX_BATCH`].
     fn take_queued(&mut self, batch: &mut Vec<Job>) {
         while self.shutdown.is_none() && batch.len() < MAX_BATCH {
@@ -168,15 +179,36 @@ impl WriterLoop {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut intake = Intake { rx, shutdown: None };
         let _ = self.doorbell.writer.set(std::thread::current());
-        while let Some(first) = intake.next() {
-            intake.accept(first, &mut batch);
-            intake.take_queued(&mut batch);
-            let expected = self.gather.expected.min(GATHER_AT_MOST);
-            if batch.len() < expected && !self.writes.shared() {
-                let budget = self.gather.last_commit.min(GATHER_LONGEST);
-                intake.gather(&mut batch, expected, budget, &self.doorbell);
+        loop {
+            // Steps of work in the background (a request that runs in steps, retention)
+            // run in batches of their own when no request comes: the writer then does not
+            // wait for one.
+            let background = !self.memory.stepped.is_empty()
+                || self.background.pending(
+                    self.memory.revision,
+                    self.clock.wall_ms(),
+                    self.memory.trimmable,
+                );
+            let first = match background {
+                true => match intake.poll() {
+                    Ok(first) => first,
+                    Err(()) => break,
+                },
+                false => match intake.next() {
+                    Some(first) => Some(first),
+                    None => break,
+                },
+            };
+            if let Some(first) = first {
+                intake.accept(first, &mut batch);
+                intake.take_queued(&mut batch);
+                let expected = self.gather.expected.min(GATHER_AT_MOST);
+                if batch.len() < expected && !self.writes.shared() {
+                    let budget = self.gather.last_commit.min(GATHER_LONGEST);
+                    intake.gather(&mut batch, expected, budget, &self.doorbell);
+                }
             }
-            if !batch.is_empty() {
+            if !batch.is_empty() || (background && intake.shutdown.is_none()) {
                 self.run_batch(&mut batch, &mut intake);
             }
             if let Some(done) = intake.shutdown.take() {
@@ -268,6 +300,9 @@ impl WriterLoop {
                 }
             }
         }
+        self.end_stepped(Error::Unavailable(
+            "batond is shutting down before this request finished; the steps done so far stay done (it runs in steps), send it again once batond is back to finish".into(),
+        ));
         let mut waits = self.memory.locks.cancel_waits();
         waits.extend(self.memory.tasks.cancel_waits());
         waits.extend(self.memory.agents.cancel_waits());
@@ -275,6 +310,108 @@ impl WriterLoop {
             let _ = reply.send(answer);
         }
         self.writes.close();
+    }
+
+    /// Answers every request that runs in steps with `err`, and forgets them.
+    fn end_stepped(&mut self, err: Error) {
+        for stepped in std::mem::take(&mut self.memory.stepped) {
+            if let Some(reply) = stepped.reply {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+
+    /// Runs the next step of the first request that runs in steps (then queued last, so
+    /// several take turns), like a request: a step that fails is answered with its error,
+    /// and what it wrote is undone or its batch fails.
+    fn step_stepped(
+        &mut self,
+        now_ms: i64,
+        mono_now: Duration,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+    ) -> Result<()> {
+        let Some(mut stepped) = self.memory.stepped.pop_front() else {
+            return Ok(());
+        };
+        let writes = self.writes.as_ref();
+        writes.savepoint()?;
+        let before = self.memory.revision;
+        let mut no_reply = None;
+        let mut ctx = WriteCtx::new(
+            writes,
+            &mut self.memory,
+            now_ms,
+            mono_now,
+            &mut no_reply,
+            deferred,
+        );
+        let result = (stepped.step)(&mut ctx);
+        // What a step removed may leave free pages; CompactJournal moved the journal's start.
+        self.background.removed_rows();
+        self.background.forget_journal_start();
+        let answer = match result {
+            Ok(None) => None,
+            Ok(Some(answer)) => Some(Ok(answer)),
+            Err(err) => {
+                self.memory.revision = before;
+                if let Err(undo) = writes.undo_request() {
+                    if let Some(reply) = stepped.reply.take() {
+                        deferred.push((reply, Err(undo.clone())));
+                    }
+                    return Err(undo);
+                }
+                Some(Err(err))
+            }
+        };
+        writes.release_request()?;
+        match answer {
+            None => self.memory.stepped.push_back(stepped),
+            Some(answer) => {
+                if let Some(reply) = stepped.reply.take() {
+                    deferred.push((reply, answer));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One step of retention, undone alone if it fails without writing (else its batch
+    /// fails, as a request's would).
+    fn step_retention(
+        &mut self,
+        now_ms: i64,
+        mono_now: Duration,
+        deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+    ) -> Result<()> {
+        // Nothing due (the usual case): no cost beyond this look at memory.
+        if !self
+            .background
+            .pending(self.memory.revision, now_ms, self.memory.trimmable)
+        {
+            return Ok(());
+        }
+        let writes = self.writes.as_ref();
+        writes.savepoint()?;
+        let before = self.memory.revision;
+        let mut no_reply = None;
+        let mut ctx = WriteCtx::new(
+            writes,
+            &mut self.memory,
+            now_ms,
+            mono_now,
+            &mut no_reply,
+            deferred,
+        );
+        if let Err(err) = self.background.step(&mut ctx) {
+            self.memory.revision = before;
+            writes.undo_request()?;
+            static RETENTION_FAILED: Limited = Limited::new(crate::log_limit::EVERY);
+            if let Some(held_back) = RETENTION_FAILED.admit() {
+                tracing::warn!(%err, held_back, "a step of retention failed; it is tried again with the next batch");
+            }
+        }
+        writes.release_request()?;
+        self.background.reclaim(self.writes.as_mut())
     }
 
     fn run_batch(&mut self, batch: &mut Vec<Job>, intake: &mut Intake) {
@@ -322,6 +459,9 @@ impl WriterLoop {
                     other => other,
                 };
                 self.health.commit_failed(&failure);
+                self.end_stepped(Error::Unavailable(format!(
+                    "{failure}; this request runs in steps and the steps committed before stay done: send it again to finish"
+                )));
                 // A refusal (conflict, ...) stays true; anything that was to be written was not.
                 let results = answers.iter_mut().map(|(_, r)| r);
                 for result in results.chain(deferred.iter_mut().map(|(_, r)| r)) {
@@ -537,6 +677,10 @@ impl WriterLoop {
             };
             answers.push((reply, result));
         }
+        // Work in steps: the next step of a request that runs in steps, then retention.
+        self.step_stepped(now_ms, mono_now, deferred)?;
+        self.step_retention(now_ms, mono_now, deferred)?;
+        let storage = self.writes.storage();
         if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
             storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
             self.last_purge_ms = now_ms;

@@ -25,8 +25,10 @@ use super::locks::LockState;
 use super::tasks::TaskState;
 
 mod batches;
+mod retention;
 
 use batches::WriterLoop;
+pub use retention::Retention;
 
 pub use crate::protocol::Reply;
 /// The channel a request is answered on, with the request's idempotency key: an answer
@@ -59,6 +61,9 @@ impl ReplyTx {
 /// A mutation, run on the writer inside its own savepoint. `Ok(None)` means the mutation
 /// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
 pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
+/// One step of a request that runs in steps (`WriteCtx::continue_later`): `Ok(None)`
+/// while work remains, the answer once done.
+pub type StepFn = Box<dyn FnMut(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
 /// A read that must observe earlier writes of the same connection, run on the writer.
 pub type ReadFn = Box<dyn FnOnce(&dyn Storage) -> Result<Reply> + Send>;
 
@@ -116,6 +121,16 @@ pub struct WriteCtx<'a> {
     reply: &'a mut Option<ReplyTx>,
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
     pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
+    stepped: &'a mut std::collections::VecDeque<Stepped>,
+    /// Versions written that put an older one past `BATON_HISTORY_KEEP` (retention's work).
+    trimmable: &'a mut u64,
+    history_keep: Option<u64>,
+}
+
+/// A request that runs in steps, one per batch, and its reply channel (None: nobody waits).
+struct Stepped {
+    reply: Option<ReplyTx>,
+    step: StepFn,
 }
 
 /// What the writer keeps in memory across batches, and lends each mutation.
@@ -126,6 +141,11 @@ struct Memory {
     locks: LockState,
     tasks: TaskState,
     agents: AgentState,
+    /// Requests that run in steps, in the order they began.
+    stepped: std::collections::VecDeque<Stepped>,
+    /// See [`WriteCtx::wrote_version`].
+    trimmable: u64,
+    history_keep: Option<u64>,
 }
 
 impl Memory {
@@ -207,7 +227,30 @@ impl<'a> WriteCtx<'a> {
             shared: memory.shared,
             reply,
             deferred,
+            stepped: &mut memory.stepped,
+            trimmable: &mut memory.trimmable,
+            history_keep: memory.history_keep,
         }
+    }
+
+    /// A key's version `version` was written: past `BATON_HISTORY_KEEP` versions, one
+    /// older version became retention's to remove (a pass over the history begins once
+    /// enough did, see `retention`).
+    pub fn wrote_version(&mut self, version: u64) {
+        if self.history_keep.is_some_and(|keep| version > keep) {
+            *self.trimmable += 1;
+        }
+    }
+
+    /// Continues this request in later batches, one `step` per batch, so that no other
+    /// write waits long behind it: takes its reply channel (the mutation returns
+    /// `Ok(None)`), and `step` answers once it returns `Some`. Between steps other
+    /// connections' writes commit; the connection that sent it sends nothing more until it
+    /// is answered (`Plan::Barrier`). A commit that fails, or the daemon stopping, answers
+    /// it 503; the steps committed before stay done.
+    pub fn continue_later(&mut self, step: StepFn) {
+        let reply = self.reply.take();
+        self.stepped.push_back(Stepped { reply, step });
     }
 
     /// The versioned records, through the storage boundary.
@@ -340,6 +383,7 @@ impl Writer {
         writes: OpenWrites,
         health: Arc<StorageHealth>,
         clock: Arc<dyn Clock>,
+        retention: Retention,
     ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let doorbell = Arc::new(batches::Doorbell::default());
@@ -371,7 +415,11 @@ impl Writer {
                             locks: LockState::default(),
                             tasks: TaskState::default(),
                             agents: AgentState::default(),
+                            stepped: Default::default(),
+                            trimmable: 0,
+                            history_keep: retention.history_keep,
                         },
+                        background: retention::Background::new(retention),
                         last_purge_ms: 0,
                         deadline_tx,
                         head_tx,
@@ -554,7 +602,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(SystemClock::new());
         let (store, writes) = Store::open(&dir.path().join("b.db"), clock.wall_ms()).unwrap();
-        let (writer, _thread) = Writer::spawn(writes, store.health().clone(), clock).unwrap();
+        let (writer, _thread) =
+            Writer::spawn(writes, store.health().clone(), clock, Retention::default()).unwrap();
         let first = writer
             .write(
                 None,

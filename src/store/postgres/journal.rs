@@ -179,6 +179,22 @@ impl Journal for PgConn {
         )?;
         Ok(deleted)
     }
+
+    fn first_seq_since(&self, at_ms: i64, from_seq: u64, scan: u64) -> Result<u64> {
+        let rows = self.query(
+            "SELECT seq, at FROM events WHERE seq >= $1 ORDER BY seq LIMIT $2",
+            &[&i(from_seq), &i(scan)],
+        )?;
+        let mut past = from_seq;
+        for row in &rows {
+            let (seq, at) = (u(row.get(0)), row.get::<_, i64>(1));
+            if at >= at_ms {
+                return Ok(seq);
+            }
+            past = seq + 1;
+        }
+        Ok(past)
+    }
 }
 
 #[cfg(test)]

@@ -49,6 +49,11 @@ pub(super) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event_filters",
         include_str!("../../../migrations/postgres/0008_event_filters.sql"),
     ),
+    (
+        9,
+        "history_by_revision",
+        include_str!("../../../migrations/postgres/0009_history_by_revision.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).

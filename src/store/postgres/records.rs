@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
-use crate::store::boundary::{NewVersion, Records, StoredVersion};
+use crate::store::boundary::{NewVersion, Records, StoredVersion, TrimStep};
 
 use super::{i, u, Lit, PgConn};
 
@@ -85,6 +85,62 @@ impl Records for PgConn {
             .iter()
             .map(|r| (r.get(0), u(r.get(1)), u(r.get(2))))
             .collect())
+    }
+
+    fn live_versions_page(
+        &self,
+        namespace: &str,
+        after: Option<&str>,
+        up_to_revision: u64,
+        limit: u64,
+    ) -> Result<Vec<(String, u64, u64)>> {
+        // Past `after` by an index range (an `IS NULL OR` form would scan from the start).
+        let rows = self.query(
+            "SELECT key, version, revision FROM records
+             WHERE namespace = $1 AND key > COALESCE($2::text, '') AND NOT deleted
+               AND revision <= $3
+             ORDER BY key LIMIT $4",
+            &[&namespace, &after, &i(up_to_revision), &i(limit)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), u(r.get(1)), u(r.get(2))))
+            .collect())
+    }
+
+    fn trim_history(&self, keep: u64, after_revision: u64, scan: u64) -> Result<TrimStep> {
+        // The window through `history_by_revision`; the versions in it `keep` or more
+        // behind their key's current row go, in the same statement.
+        let row = self.query_one(
+            "WITH seen AS (
+                 SELECT namespace, key, version, revision FROM history
+                  WHERE revision > $1 ORDER BY revision LIMIT $2),
+             gone AS (
+                 DELETE FROM history h USING seen s, records r
+                  WHERE h.namespace = s.namespace AND h.key = s.key AND h.version = s.version
+                    AND r.namespace = s.namespace AND r.key = s.key
+                    AND s.version + $3 <= r.version
+                 RETURNING 1)
+             SELECT (SELECT count(*) FROM seen), (SELECT max(revision) FROM seen),
+                    (SELECT count(*) FROM gone)",
+            &[&i(after_revision), &i(scan), &i(keep)],
+        )?;
+        let removed = u(row.get(2));
+        // Rows removed are changes: the batch commits them as it does any write.
+        self.changed.set(self.changed.get() + removed);
+        Ok(TrimStep {
+            scanned: u(row.get(0)),
+            last: row.get::<_, Option<i64>>(1).map(u),
+            removed,
+        })
+    }
+
+    fn oldest_version(&self, namespace: &str, key: &str) -> Result<Option<u64>> {
+        let row = self.query_one(
+            "SELECT min(version) FROM history WHERE namespace = $1 AND key = $2",
+            &[&namespace, &key],
+        )?;
+        Ok(row.get::<_, Option<i64>>(0).map(u))
     }
 
     fn list(
