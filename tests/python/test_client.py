@@ -11,7 +11,7 @@ import pytest
 
 import baton
 from baton import AsyncClient, Client
-from batonproc import Daemon
+from batonproc import Daemon, running_daemon
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -120,9 +120,10 @@ def test_a_pipeline_of_any_length_returns(daemon: Daemon) -> None:
         assert c.get("many", "k99").value == 99_999
 
 
-def test_lists_follow_next_to_the_end(daemon: Daemon) -> None:
+def test_lists_follow_next_to_the_end() -> None:
     # Each list is longer than one page (1000): the client follows `next` for the user.
-    with Client(daemon.socket) as c:
+    # Every version is kept (retention would keep the last 100), so History pages too.
+    with running_daemon("baton-py-", ["--history-keep", "all"]) as daemon, Client(daemon.socket) as c:
         p = c.pipeline()
         for i in range(1500):
             p.set("wide", f"k{i:04}", i)

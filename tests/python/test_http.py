@@ -125,7 +125,7 @@ def test_the_dashboard_logs_in_by_token_and_only_reads(http_daemon: Tuple[Daemon
     status, answer = api(base, cookie, "Get", {"namespace": "ns", "key": "k"})
     assert status == 200 and answer["result"]["value"] == 1
     status, answer = api(base, cookie, "ListResourceLocks", {})
-    assert answer["result"] == {"locks": [], "waiting": []}
+    assert answer["result"] == {"locks": [], "waiting": [], "next": None}
     # Writes are refused twice over: by the dashboard, and by the read grant itself.
     status, answer = api(base, cookie, "Set", {"namespace": "ns", "key": "k", "value": 2})
     assert status == 403, answer
