@@ -232,12 +232,12 @@ impl Method for SubscribeParams {
         })?;
         let filter = self.filter.unwrap_or_default();
         let id = crate::methods::new_id();
-        let token = tokio_util::sync::CancellationToken::new();
+        let end = super::SubscriptionEnd::default();
         cx.connection
             .subscriptions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), token.clone());
+            .insert(id.clone(), end.clone());
         let (written, gate) = tokio::sync::oneshot::channel();
         tokio::spawn(stream_events(
             app,
@@ -248,7 +248,7 @@ impl Method for SubscribeParams {
                 visible: cx.visible(),
             },
             cx.connection.notify.clone(),
-            token,
+            end,
             gate,
         ));
         Ok(Plan::ReadyThen {
@@ -266,15 +266,15 @@ impl Method for UnsubscribeParams {
     const SUMMARY: &'static str = "End a subscription of this connection (events already queued may still arrive before the answer).";
     type Output = UnsubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        let token = cx
+        let end = cx
             .connection
             .subscriptions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.subscription_id);
-        match token {
-            Some(token) => {
-                token.cancel();
+        match end {
+            Some(end) => {
+                end.end(false);
                 ready::<Self>(Ok(UnsubscribeResult {
                     subscription_id: self.subscription_id,
                     unsubscribed: true,
@@ -316,12 +316,32 @@ async fn stream_events(
     app: std::sync::Arc<crate::app::App>,
     stream: Stream,
     notify: super::Notifier,
-    token: tokio_util::sync::CancellationToken,
+    end: super::SubscriptionEnd,
     gate: tokio::sync::oneshot::Receiver<()>,
 ) {
     if gate.await.is_err() {
         return;
     }
+    let id = stream.id.clone();
+    pump(app, stream, &notify, &end).await;
+    if end.is_ended() && end.unauthorized() {
+        // Written here, after the last event this task queued: nothing of the
+        // subscription follows it.
+        let line = crate::protocol::notification(
+            "Event",
+            &serde_json::json!({"subscription_id": id, "ended": "unauthorized"}),
+        );
+        let _ = notify.try_send(line);
+    }
+}
+
+/// Delivers a subscription's events until it ends (or its connection does).
+async fn pump(
+    app: std::sync::Arc<crate::app::App>,
+    stream: Stream,
+    notify: &super::Notifier,
+    end: &super::SubscriptionEnd,
+) {
     let Stream {
         id,
         since,
@@ -334,7 +354,7 @@ async fn stream_events(
     // are live, and a reader that falls behind them is ended (`overflow`).
     let mut live = false;
     loop {
-        if token.is_cancelled() {
+        if end.is_ended() {
             return;
         }
         head.borrow_and_update();
@@ -351,7 +371,7 @@ async fn stream_events(
         let (events, next) = match page {
             Ok((_, oldest)) if last + 1 < oldest => {
                 // Compacted past what this subscriber has seen: it cannot go on gap-free.
-                let end = crate::protocol::notification(
+                let last_line = crate::protocol::notification(
                     "SubscriptionEnded",
                     &serde_json::json!({
                         "subscription_id": id,
@@ -362,8 +382,8 @@ async fn stream_events(
                     }),
                 );
                 tokio::select! {
-                    _ = notify.send(end) => {}
-                    _ = token.cancelled() => {}
+                    _ = notify.send(last_line) => {}
+                    _ = end.ended() => {}
                 }
                 return;
             }
@@ -395,18 +415,21 @@ async fn stream_events(
                 "Event",
                 &serde_json::json!({"subscription_id": id, "event": event}),
             );
+            if end.is_ended() {
+                return;
+            }
             let sent = if live {
                 notify.try_send(line)
             } else {
                 tokio::select! {
                     sent = notify.send_paced(line) => sent,
-                    _ = token.cancelled() => return,
+                    _ = end.ended() => return,
                 }
             };
             match sent {
                 Ok(()) => last = seq,
                 Err(super::NotifyError::Full) => {
-                    let end = crate::protocol::notification(
+                    let last_line = crate::protocol::notification(
                         "SubscriptionEnded",
                         &serde_json::json!({
                             "subscription_id": id,
@@ -416,8 +439,8 @@ async fn stream_events(
                         }),
                     );
                     tokio::select! {
-                        _ = notify.send(end) => {}
-                        _ = token.cancelled() => {}
+                        _ = notify.send(last_line) => {}
+                        _ = end.ended() => {}
                     }
                     give_memory_back();
                     return;
@@ -432,7 +455,7 @@ async fn stream_events(
         live = true;
         tokio::select! {
             changed = head.changed() => if changed.is_err() { return },
-            _ = token.cancelled() => return,
+            _ = end.ended() => return,
         }
     }
 }

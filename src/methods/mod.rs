@@ -26,6 +26,7 @@ pub mod writer;
 pub use paging::{limit_or_default, MAX_PAGE};
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -55,8 +56,7 @@ pub struct ConnectionInfo {
     /// Server-pushed lines (subscription events) for this connection; bounded.
     pub notify: Notifier,
     /// Live subscriptions of this connection, by id.
-    pub subscriptions:
-        std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
+    pub subscriptions: std::sync::Mutex<std::collections::HashMap<String, SubscriptionEnd>>,
     /// Who the connection acts as: unauthenticated until told otherwise.
     pub auth: auth::ConnectionAuth,
 }
@@ -72,15 +72,13 @@ impl ConnectionInfo {
         }
     }
 
-    /// Ends every subscription (the connection is closing, or its token ended); their ids.
-    pub fn end_subscriptions(&self) -> Vec<String> {
+    /// Ends every subscription: the connection is closing (`unauthorized` false), or its
+    /// token ended, when each subscription's last line says so.
+    pub fn end_subscriptions(&self, unauthorized: bool) {
         let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
-        subs.drain()
-            .map(|(id, token)| {
-                token.cancel();
-                id
-            })
-            .collect()
+        for (_, end) in subs.drain() {
+            end.end(unauthorized);
+        }
     }
 
     pub fn mark_lock_user(&self) {
@@ -89,6 +87,38 @@ impl ConnectionInfo {
 
     pub fn uses_locks(&self) -> bool {
         self.uses_locks.load(Ordering::Relaxed)
+    }
+}
+
+/// How a subscription is told to end. Its own task writes its last line, after the last
+/// event it queued, so nothing of it follows that line.
+#[derive(Debug, Clone, Default)]
+pub struct SubscriptionEnd {
+    cancel: tokio_util::sync::CancellationToken,
+    unauthorized: Arc<AtomicBool>,
+}
+
+impl SubscriptionEnd {
+    /// Ends the subscription; `unauthorized`: because its connection's token ended, which
+    /// its last line says.
+    pub fn end(&self, unauthorized: bool) {
+        if unauthorized {
+            self.unauthorized.store(true, Ordering::Release);
+        }
+        self.cancel.cancel();
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    pub async fn ended(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// Why it ended: its token ended (rather than Unsubscribe or the connection closing).
+    pub fn unauthorized(&self) -> bool {
+        self.unauthorized.load(Ordering::Acquire)
     }
 }
 

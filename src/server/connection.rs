@@ -336,7 +336,7 @@ pub async fn serve<R, W>(
         _ = hard_stop.cancelled() => {}
         _ = tokio::time::sleep(SAY_GOODBYE), if unproven.is_some() => {}
     }
-    connection.end_subscriptions();
+    connection.end_subscriptions(false);
     // What is left unread is no longer held for anyone.
     notify_rx.close();
     while let Ok(line) = notify_rx.try_recv() {
@@ -421,13 +421,8 @@ async fn ended(life: &Option<CancellationToken>) {
 /// `Event {subscription_id, ended: "unauthorized"}` line, and its waits are answered 401.
 /// Its next request is 401 too (`ConnectionAuth::principal`).
 fn token_ended(app: &SharedApp, connection: &ConnectionInfo) {
-    for id in connection.end_subscriptions() {
-        let line = crate::protocol::notification(
-            "Event",
-            &serde_json::json!({"subscription_id": id, "ended": "unauthorized"}),
-        );
-        let _ = connection.notify.try_send(line);
-    }
+    // Each subscription's own task writes its last line, after its last event.
+    connection.end_subscriptions(true);
     if let Err(err) = crate::methods::locks::connection_unauthorized(app, connection.id) {
         tracing::warn!(%err, connection = connection.id, "could not end the waits of a connection whose token ended; they end at their deadline");
     }
