@@ -184,23 +184,15 @@ impl Event {
 }
 
 /// The one condition of a filter that a journal read looks events up by (each has an
-/// index); the others are checked on what it finds.
+/// index that grows at its end); the others, key and resource prefixes included, are
+/// checked on what it finds, within the read's scan budget.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Narrowest<'a> {
     Task(&'a str),
-    /// Keys of one namespace from `from` (a key prefix; empty: every key), below `to`
-    /// (None: no bound).
-    Keys {
-        namespace: &'a str,
-        from: &'a str,
-        to: Option<String>,
-    },
+    /// A namespace's events (a key prefix is checked on them).
     Namespace(&'a str),
-    /// Resource keys from a prefix, below the next string after every key it starts.
-    Resources {
-        from: &'a str,
-        to: Option<String>,
-    },
+    /// Events that name a resource key (a prefix is checked on them).
+    Resources,
     Type(&'a str),
     /// Types from a prefix (`kv.*` -> `kv.`).
     Types {
@@ -230,28 +222,17 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
 }
 
 impl EventFilter {
-    /// What a read looks events up by: a task, else keys of a namespace, a namespace,
-    /// resource keys, then one type (or type prefix).
+    /// What a read looks events up by: a task, else a namespace, events with a resource
+    /// key, then one type (or type prefix).
     pub fn narrowest(&self) -> Narrowest<'_> {
         if let Some(task_id) = &self.task_id {
             return Narrowest::Task(task_id);
         }
-        match (&self.namespace, &self.key_prefix) {
-            (Some(namespace), Some(prefix)) => {
-                return Narrowest::Keys {
-                    namespace,
-                    from: prefix,
-                    to: prefix_end(prefix),
-                }
-            }
-            (Some(namespace), None) => return Narrowest::Namespace(namespace),
-            _ => {}
+        if let Some(namespace) = &self.namespace {
+            return Narrowest::Namespace(namespace);
         }
-        if let Some(prefix) = &self.resource_prefix {
-            return Narrowest::Resources {
-                from: prefix,
-                to: prefix_end(prefix),
-            };
+        if self.resource_prefix.is_some() {
+            return Narrowest::Resources;
         }
         match self.types.as_deref() {
             Some([one]) => match one.strip_suffix('*') {
@@ -324,14 +305,13 @@ mod narrowest_tests {
             key_prefix: Some("k".into()),
             ..EventFilter::default()
         };
-        assert_eq!(
-            filter.narrowest(),
-            Narrowest::Keys {
-                namespace: "ns",
-                from: "k",
-                to: Some("l".into())
-            }
-        );
+        assert_eq!(filter.narrowest(), Narrowest::Namespace("ns"));
+        let resources = EventFilter {
+            types: Some(vec!["lock.acquired".into()]),
+            resource_prefix: Some("file:src/".into()),
+            ..EventFilter::default()
+        };
+        assert_eq!(resources.narrowest(), Narrowest::Resources);
         let types = EventFilter {
             types: Some(vec!["kv.*".into()]),
             key_prefix: Some("k".into()),

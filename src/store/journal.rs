@@ -37,44 +37,30 @@ const EVENTS_IN_RANGE: &str = concat!(
 /// task, key range, namespace, resource range or type, not the journal. Its values are
 /// bound from `?4`. (A `?4 IS NULL OR task_id = ?4` form would scan every event.)
 pub(crate) fn events_query(narrowest: &Narrowest<'_>) -> (String, Vec<String>) {
-    // `column >= ?N` (and `< ?N+1` when the range ends) for a prefix's range.
-    let range = |from: &str, to: &Option<String>, column: &str, n: usize| {
-        let mut values = vec![from.to_string()];
-        let mut sql = format!("{column} >= ?{n}");
-        if let Some(to) = to {
-            values.push(to.clone());
-            sql.push_str(&format!(" AND {column} < ?{}", n + 1));
-        }
-        (sql, values)
-    };
     let (index, condition, values) = match narrowest {
         Narrowest::Task(task_id) => (
             "events_by_task",
             "task_id = ?4".into(),
             vec![task_id.to_string()],
         ),
-        Narrowest::Keys {
-            namespace,
-            from,
-            to,
-        } => {
-            let (keys, values) = range(from, to, "key", 5);
-            let mut all = vec![namespace.to_string()];
-            all.extend(values);
-            ("events_by_key", format!("namespace = ?4 AND {keys}"), all)
-        }
         Narrowest::Namespace(namespace) => (
             "events_by_namespace",
             "namespace = ?4".into(),
             vec![namespace.to_string()],
         ),
-        Narrowest::Resources { from, to } => {
-            let (sql, values) = range(from, to, "resource_key", 4);
-            ("events_by_resource", sql, values)
-        }
+        Narrowest::Resources => (
+            "events_with_resource",
+            "resource_key IS NOT NULL".into(),
+            Vec::new(),
+        ),
         Narrowest::Type(kind) => ("events_by_type", "type = ?4".into(), vec![kind.to_string()]),
         Narrowest::Types { from, to } => {
-            let (sql, values) = range(from, to, "type", 4);
+            let mut values = vec![from.to_string()];
+            let mut sql = "type >= ?4".to_string();
+            if let Some(to) = to {
+                values.push(to.clone());
+                sql.push_str(" AND type < ?5");
+            }
             ("events_by_type", sql, values)
         }
         Narrowest::Everything => return (EVENTS_IN_RANGE.to_string(), Vec::new()),
@@ -264,11 +250,17 @@ mod tests {
             (r#"{"task_id": "t"}"#, "events_by_task"),
             (
                 r#"{"namespace": "ns", "key_prefix": "k", "types": ["kv.set"]}"#,
-                "events_by_key",
+                "events_by_namespace",
             ),
-            (r#"{"namespace": "ns", "key_prefix": ""}"#, "events_by_key"),
+            (
+                r#"{"namespace": "ns", "key_prefix": ""}"#,
+                "events_by_namespace",
+            ),
             (r#"{"namespace": "ns"}"#, "events_by_namespace"),
-            (r#"{"resource_prefix": "file:src/"}"#, "events_by_resource"),
+            (
+                r#"{"resource_prefix": "file:src/"}"#,
+                "events_with_resource",
+            ),
             (r#"{"types": ["lock.acquired"]}"#, "events_by_type"),
             (
                 r#"{"types": ["lock.*"], "key_prefix": "k"}"#,
