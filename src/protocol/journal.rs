@@ -193,37 +193,14 @@ pub enum Narrowest<'a> {
     Namespace(&'a str),
     /// Events that name a resource key (a prefix is checked on them).
     Resources,
-    Type(&'a str),
-    /// Types from a prefix (`kv.*` -> `kv.`).
-    Types {
-        from: &'a str,
-        to: Option<String>,
-    },
-    /// Nothing to look up by: the journal in order, within the scan budget.
+    /// Nothing to look up by: the journal in order, within the scan budget (types too:
+    /// an index by type cost every write about a tenth of a Set's instructions).
     Everything,
 }
 
-/// The least string greater than every string that starts with `prefix` (None: no such
-/// string, as for the empty prefix): the prefix with its last character replaced by the
-/// next one, in code point order, which is UTF-8's byte order.
-pub fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let next = match last as u32 {
-            0xD7FF => Some('\u{E000}'),
-            n => char::from_u32(n + 1),
-        };
-        if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
-
 impl EventFilter {
-    /// What a read looks events up by: a task, else a namespace, events with a resource
-    /// key, then one type (or type prefix).
+    /// What a read looks events up by: a task, else a namespace, else events with a
+    /// resource key.
     pub fn narrowest(&self) -> Narrowest<'_> {
         if let Some(task_id) = &self.task_id {
             return Narrowest::Task(task_id);
@@ -234,16 +211,7 @@ impl EventFilter {
         if self.resource_prefix.is_some() {
             return Narrowest::Resources;
         }
-        match self.types.as_deref() {
-            Some([one]) => match one.strip_suffix('*') {
-                Some(prefix) => Narrowest::Types {
-                    from: prefix,
-                    to: prefix_end(prefix),
-                },
-                None => Narrowest::Type(one),
-            },
-            _ => Narrowest::Everything,
-        }
+        Narrowest::Everything
     }
 
     pub fn matches(
@@ -286,18 +254,6 @@ mod narrowest_tests {
     use super::*;
 
     #[test]
-    fn a_prefix_ends_before_the_next_string_that_does_not_start_with_it() {
-        assert_eq!(prefix_end("kv."), Some("kv/".into()));
-        assert_eq!(prefix_end(""), None);
-        assert_eq!(prefix_end("a\u{D7FF}"), Some("a\u{E000}".into()));
-        assert_eq!(prefix_end("a\u{10FFFF}"), Some("b".into()));
-        assert_eq!(prefix_end("\u{10FFFF}"), None);
-        for key in ["kv.", "kv.set", "kv.\u{10FFFF}x"] {
-            assert!(key < "kv/", "{key}");
-        }
-    }
-
-    #[test]
     fn a_read_looks_up_by_the_narrowest_condition() {
         let filter = EventFilter {
             types: Some(vec!["kv.*".into()]),
@@ -317,13 +273,7 @@ mod narrowest_tests {
             key_prefix: Some("k".into()),
             ..EventFilter::default()
         };
-        assert_eq!(
-            types.narrowest(),
-            Narrowest::Types {
-                from: "kv.",
-                to: Some("kv/".into())
-            }
-        );
+        assert_eq!(types.narrowest(), Narrowest::Everything);
         let two = EventFilter {
             types: Some(vec!["kv.set".into(), "kv.deleted".into()]),
             ..EventFilter::default()
