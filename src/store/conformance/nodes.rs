@@ -1,0 +1,374 @@
+//! Tasks and their nodes.
+
+use super::*;
+
+pub(super) fn nodes_insert_and_read_a_task(db: &mut Db) {
+    let nodes = [
+        node("a", &[]),
+        NewNode {
+            result_schema: Some(r#"{"type":"object"}"#.into()),
+            max_attempts: 5,
+            ..node("b", &["a"])
+        },
+    ];
+    db.batch(|s, _| s.insert_task(&task("t1", &nodes, 1)));
+    assert_eq!(db.read(|s| s.task_status("t1")), Some(TaskStatus::Running));
+    assert_eq!(db.read(|s| s.task_status("none")), None);
+    let b = db.read(|s| s.node("t1", "b")).unwrap();
+    assert_eq!(b.state, NodeState::Pending);
+    assert_eq!((b.attempts, b.max_attempts), (0, 5));
+    assert_eq!(b.result_schema.as_deref(), Some(r#"{"type":"object"}"#));
+    assert!(b.lease_id.is_none() && b.lease_owner.is_none() && b.lease_token_id.is_none());
+    assert!(db.read(|s| s.node("t1", "zz")).is_none());
+    assert!(db.read(|s| s.node("none", "a")).is_none());
+    assert!(!db.read(|s| s.has_running("t1")));
+    db.batch(|s, _| s.set_task_status("t1", TaskStatus::Cancelled, T0 + 9));
+    assert_eq!(
+        db.read(|s| s.task_status("t1")),
+        Some(TaskStatus::Cancelled)
+    );
+    let (tasks, nodes) = db.read(|s| s.task_counts());
+    assert_eq!(tasks, [("cancelled".to_string(), 1)].into());
+    assert_eq!(nodes, [("PENDING".to_string(), 2)].into());
+}
+
+pub(super) fn nodes_runnable_ranks_priority_then_age_then_labels(db: &mut Db) {
+    let gpu = label(&["gpu"]);
+    let gpu_big = label(&["big", "gpu"]);
+    let worker = vec![String::new(), label(&["big"]), gpu.clone(), gpu_big.clone()];
+    // Task "old" registered first (seq 1), "new" later (seq 2).
+    let old = [
+        node("plain", &[]),
+        NewNode {
+            label_key: gpu_big.clone(),
+            ..node("special", &[])
+        },
+        NewNode {
+            label_key: label(&["arm"]),
+            ..node("arm", &[])
+        },
+        node("blocked", &["plain"]),
+    ];
+    let new = [
+        NewNode {
+            priority: 5,
+            ..node("urgent", &[])
+        },
+        NewNode {
+            label_key: gpu.clone(),
+            ..node("g", &[])
+        },
+    ];
+    db.batch(|s, _| {
+        s.insert_task(&task("old", &old, 1))?;
+        s.insert_task(&task("new", &new, 2))
+    });
+    let runnable =
+        |db: &Db, task: Option<&str>, keys: &[String]| db.read(|s| s.runnable(task, keys));
+    // Priority first.
+    assert_eq!(runnable(db, None, &worker), pair("new", "urgent"));
+    // Within a task.
+    assert_eq!(
+        runnable(db, Some("old"), &[String::new()]),
+        pair("old", "plain")
+    );
+    // Only the label keys given.
+    assert_eq!(runnable(db, None, &[label(&["arm"])]), pair("old", "arm"));
+    assert_eq!(runnable(db, None, &[label(&["none"])]), None);
+    assert_eq!(runnable(db, Some("none"), &worker), None);
+    // Take "urgent" away: then the oldest runnable, and among equals the one needing more
+    // labels ("special" before "plain", both runnable since seq 1).
+    let grant_a = grant("l-urgent", "w");
+    db.batch(|s, _| s.start_node("new", "urgent", &grant_a).map(|_| ()));
+    assert_eq!(runnable(db, None, &worker), pair("old", "special"));
+    assert_eq!(
+        runnable(db, None, &[String::new(), gpu.clone()]),
+        pair("old", "plain")
+    );
+    // A node runnable since an older seq goes before a newer one, whatever its labels.
+    assert_eq!(
+        runnable(db, None, &[gpu.clone(), gpu_big.clone()]),
+        pair("old", "special")
+    );
+    assert_eq!(
+        runnable(db, None, std::slice::from_ref(&gpu)),
+        pair("new", "g")
+    );
+    // Not PENDING, or with unfinished dependencies: never runnable.
+    assert_eq!(runnable(db, Some("new"), &[String::new()]), None);
+    assert!(db.read(|s| s.has_running("new")));
+}
+
+pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
+    let nodes = [node("a", &[]), node("b", &["a"]), node("c", &["a", "b"])];
+    db.batch(|s, _| s.insert_task(&task("t", &nodes, 1)));
+    let g = NodeLeaseGrant {
+        token_id: Some("tok"),
+        session_id: Some("sess"),
+        ..grant("lease-a", "worker-1")
+    };
+    let started = db.batch(|s, _| s.start_node("t", "a", &g));
+    assert_eq!(started.name.as_deref(), Some("node a"));
+    assert_eq!(started.payload.as_deref(), Some(r#"{"n":"a"}"#));
+    assert!(started.dependencies.is_empty());
+    assert_eq!((started.attempts, started.max_attempts), (1, 3));
+    assert_eq!(started.goal, "the goal");
+    assert_eq!(started.task_context.as_deref(), Some(r#"{"repo":"x"}"#));
+    let a = db.read(|s| s.node("t", "a")).unwrap();
+    assert_eq!(a.state, NodeState::Running);
+    assert_eq!(a.lease_id.as_deref(), Some("lease-a"));
+    assert_eq!(a.lease_owner.as_deref(), Some("worker-1"));
+    assert_eq!(a.lease_token_id.as_deref(), Some("tok"));
+    assert!(db.read(|s| s.has_running("t")));
+    assert_eq!(db.read(|s| s.running_nodes("t")), ["a"]);
+    assert_eq!(
+        db.read(|s| s.nodes_of_session("sess")),
+        [pair("t", "a").unwrap()]
+    );
+    assert_eq!(
+        db.read(|s| s.nodes_leased_by("worker-1")),
+        [pair("t", "a").unwrap()]
+    );
+    assert!(db.read(|s| s.nodes_leased_by("nobody")).is_empty());
+    let leases = db.read(|s| s.node_leases());
+    assert_eq!(leases.len(), 1);
+    assert_eq!(
+        (
+            leases[0].task_id.as_str(),
+            leases[0].node_id.as_str(),
+            leases[0].lease_id.as_str(),
+            leases[0].expires_at
+        ),
+        ("t", "a", "lease-a", T0 + 60_000)
+    );
+    db.batch(|s, _| s.extend_node_lease("t", "a", T0 + 99_000));
+    assert_eq!(db.read(|s| s.node_leases())[0].expires_at, T0 + 99_000);
+    assert_eq!(db.read(|s| s.node_result("t", "a")), None);
+    // Completing `a`: its lease ends, `b` is runnable, `c` still waits for `b`.
+    let last = db.batch(|s, _| {
+        s.change_node(
+            "t",
+            "a",
+            &change(NodeState::Completed, Some(r#"{"ok": true}"#)),
+        )?;
+        s.release_dependents("t", "a", 5)?;
+        s.finish_one("t")
+    });
+    assert!(!last);
+    let a = db.read(|s| s.node("t", "a")).unwrap();
+    assert_eq!(a.state, NodeState::Completed);
+    assert!(a.lease_id.is_none());
+    assert_eq!(a.attempts, 1);
+    assert_eq!(
+        db.read(|s| s.node_result("t", "a")).as_deref(),
+        Some(r#"{"ok": true}"#)
+    );
+    assert!(db.read(|s| s.node_leases()).is_empty());
+    assert!(!db.read(|s| s.has_running("t")));
+    assert_eq!(
+        db.read(|s| s.runnable(Some("t"), &[String::new()])),
+        pair("t", "b")
+    );
+    let g = grant("lease-b", "worker-2");
+    db.batch(|s, _| {
+        s.start_node("t", "b", &g)?;
+        s.change_node("t", "b", &change(NodeState::Completed, Some("1")))?;
+        s.release_dependents("t", "b", 6)?;
+        assert!(!s.finish_one("t")?);
+        Ok(())
+    });
+    assert_eq!(
+        db.read(|s| s.runnable(Some("t"), &[String::new()])),
+        pair("t", "c")
+    );
+    let g = grant("lease-c", "worker-2");
+    let last = db.batch(|s, _| {
+        let started = s.start_node("t", "c", &g)?;
+        assert_eq!(started.dependencies, ["a", "b"]);
+        s.change_node("t", "c", &change(NodeState::Completed, Some("2")))?;
+        s.release_dependents("t", "c", 7)?;
+        s.finish_one("t")
+    });
+    assert!(last, "the last unfinished node");
+    assert_eq!(db.read(|s| s.runnable(None, &[String::new()])), None);
+}
+
+pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
+    let nodes = [
+        NewNode {
+            ready_at: Some(T0 + 1_000),
+            ..node("held", &[])
+        },
+        node("a", &[]),
+        node("b", &[]),
+        node("c", &["a"]),
+    ];
+    db.batch(|s, _| s.insert_task(&task("t", &nodes, 1)));
+    assert_eq!(
+        db.read(|s| s.held_nodes()),
+        [("t".to_string(), "held".to_string(), T0 + 1_000)]
+    );
+    assert!(db.read(|s| s.has_running("t")), "a held node counts");
+    assert_eq!(
+        db.read(|s| s.runnable(Some("t"), &[String::new()])),
+        pair("t", "a")
+    );
+    assert!(db.batch(|s, _| s.release_hold("t", "held", 3)));
+    assert!(
+        !db.batch(|s, _| s.release_hold("t", "held", 4)),
+        "no longer held"
+    );
+    assert!(!db.batch(|s, _| s.release_hold("t", "a", 4)), "never held");
+    assert!(db.read(|s| s.held_nodes()).is_empty());
+    // Released at seq 3: the oldest runnable is now `a` (seq 1), then `b`, then `held`.
+    let g = grant("la", "w");
+    db.batch(|s, _| {
+        s.start_node("t", "a", &g)?;
+        s.change_node(
+            "t",
+            "a",
+            &NodeChange {
+                error: Some(r#"{"why":"boom"}"#),
+                ..change(NodeState::Failed, None)
+            },
+        )?;
+        // `b` later than `held`.
+        s.change_node(
+            "t",
+            "b",
+            &NodeChange {
+                runnable_since: Some(9),
+                ..change(NodeState::Pending, None)
+            },
+        )
+    });
+    assert_eq!(
+        db.read(|s| s.runnable(Some("t"), &[String::new()])),
+        pair("t", "held")
+    );
+    assert_eq!(db.read(|s| s.failed_nodes("t")), ["a"]);
+    let g = grant("lh", "w");
+    db.batch(|s, _| s.start_node("t", "held", &g).map(|_| ()));
+    // Cancel the PENDING ones only (held is RUNNING; b and c PENDING).
+    assert_eq!(db.batch(|s, _| s.cancel_pending_nodes("t", T0 + 30)), 2);
+    assert_eq!(
+        db.read(|s| s.node("t", "held")).unwrap().state,
+        NodeState::Running
+    );
+    assert_eq!(
+        db.read(|s| s.node("t", "b")).unwrap().state,
+        NodeState::Cancelled
+    );
+    // The failed node tried again (its task stays failed: CANCELLED), then resumed.
+    db.batch(|s, _| s.retry_node("t", "a", NodeState::Cancelled, 10, T0 + 31));
+    let a = db.read(|s| s.node("t", "a")).unwrap();
+    assert_eq!((a.state, a.attempts), (NodeState::Cancelled, 0));
+    assert!(a.lease_id.is_none());
+    assert!(db.read(|s| s.failed_nodes("t")).is_empty());
+    assert_eq!(
+        db.batch(|s, _| s.resume_cancelled_nodes("t", 11, T0 + 32)),
+        3
+    );
+    assert_eq!(
+        db.read(|s| s.node("t", "b")).unwrap().state,
+        NodeState::Pending
+    );
+    // `c` still waits for `a`; `a` and `b` are runnable since seq 11 (ties by node id).
+    assert_eq!(
+        db.read(|s| s.runnable(Some("t"), &[String::new()])),
+        pair("t", "a")
+    );
+    // Every open node (PENDING or RUNNING) cancelled.
+    assert_eq!(db.batch(|s, _| s.cancel_open_nodes("t", T0 + 40)), 4);
+    assert!(!db.read(|s| s.has_running("t")));
+    assert!(db.read(|s| s.node_leases()).is_empty());
+    assert_eq!(db.read(|s| s.runnable(None, &[String::new()])), None);
+    // A FAILED node retried as PENDING is runnable since `seq`.
+    db.batch(|s, _| {
+        s.insert_task(&task("u", &[node("x", &[])], 50))?;
+        s.start_node("u", "x", &grant("lx", "w"))?;
+        s.change_node("u", "x", &change(NodeState::Failed, None))?;
+        s.retry_node("u", "x", NodeState::Pending, 51, T0 + 51)
+    });
+    assert_eq!(
+        db.read(|s| s.runnable(None, &[String::new()])),
+        pair("u", "x")
+    );
+}
+
+pub(super) fn nodes_task_report_and_list_tasks_page(db: &mut Db) {
+    let nodes: Vec<NewNode> = ["n3", "n1", "n2", "n0"]
+        .iter()
+        .map(|id| node(id, &[]))
+        .collect();
+    db.batch(|s, _| {
+        s.insert_task(&task("t-a", &nodes, 1))?;
+        s.insert_task(&task("t-b", &[node("x", &[])], 2))?;
+        s.insert_task(&task("t-c", &[node("x", &[])], 3))?;
+        s.set_task_status("t-b", TaskStatus::Completed, T0 + 4)?;
+        s.start_node("t-a", "n1", &grant("l", "w"))?;
+        Ok(())
+    });
+    let report = db.read(|s| s.task_report("t-a", None, 2)).unwrap();
+    assert_eq!(report.task.task_id, "t-a");
+    assert_eq!(report.task.goal, "the goal");
+    assert_eq!(report.task.status, TaskStatus::Running);
+    // Registration order, not id order.
+    assert_eq!(
+        report
+            .nodes
+            .iter()
+            .map(|n| n.node_id.as_str())
+            .collect::<Vec<_>>(),
+        ["n3", "n1"]
+    );
+    assert_eq!(report.nodes[1].state, NodeState::Running);
+    assert_eq!(report.nodes[1].lease_owner.as_deref(), Some("w"));
+    // Counts cover every node, every state listed.
+    assert_eq!(
+        report.counts,
+        [
+            ("CANCELLED".to_string(), 0),
+            ("COMPLETED".into(), 0),
+            ("FAILED".into(), 0),
+            ("PENDING".into(), 3),
+            ("RUNNING".into(), 1),
+        ]
+        .into()
+    );
+    let report = db.read(|s| s.task_report("t-a", Some("n1"), 10)).unwrap();
+    assert_eq!(
+        report
+            .nodes
+            .iter()
+            .map(|n| n.node_id.as_str())
+            .collect::<Vec<_>>(),
+        ["n2", "n0"]
+    );
+    assert!(db.read(|s| s.task_report("none", None, 10)).is_none());
+    // Newest first; `after` a task: those created before it.
+    let ids = |r: crate::protocol::tasks::ListTasksResult| {
+        r.tasks.into_iter().map(|t| t.task_id).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(db.read(|s| s.list_tasks(None, None, 10))),
+        ["t-c", "t-b", "t-a"]
+    );
+    assert_eq!(
+        ids(db.read(|s| s.list_tasks(None, None, 2))),
+        ["t-c", "t-b"]
+    );
+    assert_eq!(
+        ids(db.read(|s| s.list_tasks(None, Some("t-b"), 2))),
+        ["t-a"]
+    );
+    assert_eq!(
+        ids(db.read(|s| s.list_tasks(Some(TaskStatus::Running), None, 10))),
+        ["t-c", "t-a"]
+    );
+    assert_eq!(
+        ids(db.read(|s| s.list_tasks(Some(TaskStatus::Running), Some("t-c"), 10))),
+        ["t-a"]
+    );
+    assert!(ids(db.read(|s| s.list_tasks(Some(TaskStatus::Failed), None, 10))).is_empty());
+}
