@@ -77,51 +77,157 @@ pub enum Error {
     OutcomeUnknown(String),
 }
 
+/// The kinds of error an answer carries (`data.kind`), each with its one wire code: the
+/// error table DescribeInterface and docs/protocol.md give is [`Kind::ALL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Parse,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    RequestTooLarge,
+    Internal,
+    Invalid,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    Conflict,
+    IdempotencyConflict,
+    LeaseInvalid,
+    ValueTooLarge,
+    Compacted,
+    Overloaded,
+    Unavailable,
+}
+
+impl Kind {
+    /// Every kind, in the order the error table lists them.
+    pub const ALL: [Kind; 17] = [
+        Kind::Parse,
+        Kind::InvalidRequest,
+        Kind::MethodNotFound,
+        Kind::InvalidParams,
+        Kind::RequestTooLarge,
+        Kind::Internal,
+        Kind::Invalid,
+        Kind::Unauthenticated,
+        Kind::Forbidden,
+        Kind::NotFound,
+        Kind::Conflict,
+        Kind::IdempotencyConflict,
+        Kind::LeaseInvalid,
+        Kind::ValueTooLarge,
+        Kind::Compacted,
+        Kind::Overloaded,
+        Kind::Unavailable,
+    ];
+
+    pub fn code(self) -> i64 {
+        match self {
+            Kind::Parse => -32700,
+            Kind::InvalidRequest => -32600,
+            Kind::MethodNotFound => -32601,
+            Kind::InvalidParams => -32602,
+            Kind::RequestTooLarge => -32001,
+            Kind::Internal => -32603,
+            Kind::Invalid => 400,
+            Kind::Unauthenticated => 401,
+            Kind::Forbidden => 403,
+            Kind::NotFound => 404,
+            Kind::Conflict | Kind::IdempotencyConflict => 409,
+            Kind::LeaseInvalid => 410,
+            Kind::ValueTooLarge => 413,
+            Kind::Compacted => 416,
+            Kind::Overloaded => 429,
+            Kind::Unavailable => 503,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Parse => "parse_error",
+            Kind::InvalidRequest => "invalid_request",
+            Kind::MethodNotFound => "method_not_found",
+            Kind::InvalidParams => "invalid_params",
+            Kind::RequestTooLarge => "request_too_large",
+            Kind::Internal => "internal",
+            Kind::Invalid => "invalid",
+            Kind::Unauthenticated => "unauthenticated",
+            Kind::Forbidden => "forbidden",
+            Kind::NotFound => "not_found",
+            Kind::Conflict => "conflict",
+            Kind::IdempotencyConflict => "idempotency_conflict",
+            Kind::LeaseInvalid => "lease_invalid",
+            Kind::ValueTooLarge => "value_too_large",
+            Kind::Compacted => "compacted",
+            Kind::Overloaded => "overloaded",
+            Kind::Unavailable => "unavailable",
+        }
+    }
+
+    /// When an answer carries it, as the error table says.
+    pub fn when(self) -> &'static str {
+        match self {
+            Kind::Parse => "the line is not JSON",
+            Kind::InvalidRequest => {
+                "JSON but not a request object (not an object, or no string `method`)"
+            }
+            Kind::MethodNotFound => "unknown method; data.methods lists the known ones",
+            Kind::InvalidParams => {
+                "missing, ill-typed or unknown params; data.field names the field"
+            }
+            Kind::RequestTooLarge => "the line is over BATON_MAX_LINE_BYTES (the connection stays usable), or, before Authenticate succeeds on a network connection, over 64 KiB (the connection is closed)",
+            Kind::Internal => "a bug in batond; never for bad input",
+            Kind::Invalid => "well-formed but refused: empty or over-long key, bad limit, ...",
+            Kind::Unauthenticated => "a network connection that has not authenticated (call Authenticate), or whose token expired or was revoked",
+            Kind::Forbidden => {
+                "the token lacks the grant; data.needed names the grant that would allow it"
+            }
+            Kind::NotFound => "a task, node, lease or subscription that does not exist",
+            Kind::Conflict => "a version did not match (data has the current value), or a Txn compare failed (data.failed)",
+            Kind::IdempotencyConflict => "an idempotency_key reused within 24 hours with other params (data.idempotency_key names it); use a new key for a new request",
+            Kind::LeaseInvalid => "a lease id that is stale, expired, released or someone else's",
+            Kind::ValueTooLarge => "a value over BATON_MAX_VALUE_BYTES",
+            Kind::Compacted => "since_seq older than the retained journal (resume from data.oldest_seq), or History before versions retention removed (data.oldest_version)",
+            Kind::Overloaded => "the write queue is full; safe to retry",
+            Kind::Unavailable => "shutting down, or storage failing; nothing was written",
+        }
+    }
+}
+
 impl Error {
     /// The wire code (JSON-RPC style negative codes, HTTP-like positive ones).
     pub fn code(&self) -> i64 {
-        match self {
-            Error::Parse(_) => -32700,
-            Error::InvalidRequest(_) => -32600,
-            Error::MethodNotFound { .. } => -32601,
-            Error::InvalidParams { .. } => -32602,
-            Error::RequestTooLarge { .. } | Error::UnauthenticatedLineTooLarge { .. } => -32001,
-            Error::Internal(_) => -32603,
-            Error::Invalid(_) => 400,
-            Error::NotFound(_) => 404,
-            Error::Unauthenticated(_) => 401,
-            Error::Forbidden { .. } => 403,
-            Error::Conflict { .. } | Error::IdempotencyConflict { .. } => 409,
-            Error::LeaseInvalid { .. } => 410,
-            Error::Compacted { .. } | Error::HistoryTrimmed { .. } => 416,
-            Error::ValueTooLarge { .. } => 413,
-            Error::Overloaded => 429,
-            Error::Unavailable(_) | Error::OutcomeUnknown(_) => 503,
-        }
+        self.error_kind().code()
     }
 
     /// The stable machine-readable kind, sent as `data.kind`.
     pub fn kind(&self) -> &'static str {
+        self.error_kind().name()
+    }
+
+    /// Which of the [`Kind`]s this error is.
+    pub fn error_kind(&self) -> Kind {
         match self {
-            Error::Parse(_) => "parse_error",
-            Error::InvalidRequest(_) => "invalid_request",
-            Error::MethodNotFound { .. } => "method_not_found",
-            Error::InvalidParams { .. } => "invalid_params",
+            Error::Parse(_) => Kind::Parse,
+            Error::InvalidRequest(_) => Kind::InvalidRequest,
+            Error::MethodNotFound { .. } => Kind::MethodNotFound,
+            Error::InvalidParams { .. } => Kind::InvalidParams,
             Error::RequestTooLarge { .. } | Error::UnauthenticatedLineTooLarge { .. } => {
-                "request_too_large"
+                Kind::RequestTooLarge
             }
-            Error::Internal(_) => "internal",
-            Error::Invalid(_) => "invalid",
-            Error::NotFound(_) => "not_found",
-            Error::Unauthenticated(_) => "unauthenticated",
-            Error::Forbidden { .. } => "forbidden",
-            Error::Conflict { .. } => "conflict",
-            Error::IdempotencyConflict { .. } => "idempotency_conflict",
-            Error::LeaseInvalid { .. } => "lease_invalid",
-            Error::Compacted { .. } | Error::HistoryTrimmed { .. } => "compacted",
-            Error::ValueTooLarge { .. } => "value_too_large",
-            Error::Overloaded => "overloaded",
-            Error::Unavailable(_) | Error::OutcomeUnknown(_) => "unavailable",
+            Error::Internal(_) => Kind::Internal,
+            Error::Invalid(_) => Kind::Invalid,
+            Error::NotFound(_) => Kind::NotFound,
+            Error::Unauthenticated(_) => Kind::Unauthenticated,
+            Error::Forbidden { .. } => Kind::Forbidden,
+            Error::Conflict { .. } => Kind::Conflict,
+            Error::IdempotencyConflict { .. } => Kind::IdempotencyConflict,
+            Error::LeaseInvalid { .. } => Kind::LeaseInvalid,
+            Error::Compacted { .. } | Error::HistoryTrimmed { .. } => Kind::Compacted,
+            Error::ValueTooLarge { .. } => Kind::ValueTooLarge,
+            Error::Overloaded => Kind::Overloaded,
+            Error::Unavailable(_) | Error::OutcomeUnknown(_) => Kind::Unavailable,
         }
     }
 
@@ -298,3 +404,56 @@ impl From<serde_json::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    /// Every variant answers with a kind the error table lists, under the table's code.
+    #[test]
+    fn every_error_is_a_row_of_the_table() {
+        let every = [
+            Error::Parse(String::new()),
+            Error::InvalidRequest(String::new()),
+            Error::MethodNotFound {
+                method: String::new(),
+                known: &[],
+            },
+            Error::InvalidParams {
+                message: String::new(),
+                field: None,
+            },
+            Error::RequestTooLarge { limit: 1 },
+            Error::UnauthenticatedLineTooLarge { limit: 1 },
+            Error::Internal(String::new()),
+            Error::Invalid(String::new()),
+            Error::NotFound(String::new()),
+            Error::Unauthenticated(String::new()),
+            Error::Forbidden {
+                message: String::new(),
+                needed: String::new(),
+            },
+            Error::IdempotencyConflict { key: String::new() },
+            Error::Compacted {
+                message: String::new(),
+                oldest_seq: 1,
+            },
+            Error::ValueTooLarge { size: 2, limit: 1 },
+            Error::Overloaded,
+            Error::Unavailable(String::new()),
+            Error::OutcomeUnknown(String::new()),
+        ];
+        for err in every {
+            let wire = err.to_wire();
+            let row = Kind::ALL
+                .iter()
+                .find(|k| k.name() == wire["data"]["kind"])
+                .unwrap_or_else(|| panic!("{err:?}: no row for {wire}"));
+            assert_eq!(wire["code"], row.code(), "{err:?}");
+        }
+        let mut names: Vec<_> = Kind::ALL.iter().map(|k| k.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Kind::ALL.len(), "a kind listed twice");
+    }
+}

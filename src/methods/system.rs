@@ -94,28 +94,15 @@ impl EnforcedLimits {
     }
 }
 
-/// Every error code, as DescribeInterface documents it.
+/// Every error code, as DescribeInterface documents it: the kinds of [`crate::error::Kind`].
 pub fn error_table() -> Vec<ErrorDescription> {
-    let rows: [(i64, &str, &str); 16] = [
-        (-32700, "parse_error", "the line is not JSON"),
-        (-32600, "invalid_request", "JSON but not a request object (not an object, or no string `method`)"),
-        (-32601, "method_not_found", "unknown method; data.methods lists the known ones"),
-        (-32602, "invalid_params", "missing, ill-typed or unknown params; data.field names the field"),
-        (-32001, "request_too_large", "the line is over BATON_MAX_LINE_BYTES (the connection stays usable), or, before Authenticate succeeds on a network connection, over 64 KiB (the connection is closed)"),
-        (-32603, "internal", "a bug in batond; never for bad input"),
-        (400, "invalid", "well-formed but refused: empty or over-long key, bad limit, ..."),
-        (401, "unauthenticated", "a network connection that has not authenticated (call Authenticate), or whose token expired or was revoked"),
-        (403, "forbidden", "the token lacks the grant; data.needed names the grant that would allow it"),
-        (404, "not_found", "a task, node, lease or subscription that does not exist"),
-        (409, "conflict", "a version did not match (data has the current value), a Txn compare failed (data.failed), or idempotency_conflict"),
-        (410, "lease_invalid", "a lease id that is stale, expired, released or someone else's"),
-        (413, "value_too_large", "a value over BATON_MAX_VALUE_BYTES"),
-        (416, "compacted", "since_seq older than the retained journal (resume from data.oldest_seq), or History before versions retention removed (data.oldest_version)"),
-        (429, "overloaded", "the write queue is full; safe to retry"),
-        (503, "unavailable", "shutting down, or storage failing; nothing was written"),
-    ];
-    rows.into_iter()
-        .map(|(code, kind, when)| ErrorDescription { code, kind, when })
+    crate::error::Kind::ALL
+        .into_iter()
+        .map(|kind| ErrorDescription {
+            code: kind.code(),
+            kind: kind.name(),
+            when: kind.when(),
+        })
         .collect()
 }
 

@@ -653,7 +653,8 @@ impl Foreseen {
 pub type OpenWrites = Box<dyn FnOnce() -> Box<dyn WriteStorage> + Send>;
 
 /// The writer's side of storage: the one connection that writes, in batches (one
-/// transaction each) of requests (one savepoint each).
+/// transaction each) of requests (each undone alone only if it wrote nothing: see
+/// `undo_request`).
 pub trait WriteStorage {
     /// What the batch reads and writes.
     fn storage(&self) -> &dyn Storage;
@@ -688,13 +689,11 @@ pub trait WriteStorage {
     /// Undoes the batch (after a failure); never fails, logs what went wrong.
     fn rollback(&mut self);
     /// Marks where the next request starts.
-    fn savepoint(&self) -> Result<()>;
-    /// Undoes the current request, which failed. An engine that keeps no savepoints may
+    fn start_request(&self) -> Result<()>;
+    /// Undoes the current request, which failed. An engine may
     /// refuse when the request had written anything: then the writer rolls back the whole
     /// batch (the rules refuse before they write, so only a storage fault gets here).
     fn undo_request(&self) -> Result<()>;
-    /// Ends the current request's savepoint, keeping what it did.
-    fn release_request(&self) -> Result<()>;
     /// The daemon is stopping: mark the database cleanly closed and tidy its files.
     fn close(&mut self);
     /// Gives up to `pages` free pages back to the file system, inside the open batch

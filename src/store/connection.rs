@@ -1,5 +1,5 @@
 //! The writer's SQLite connection: opening it with the pragmas durability depends on,
-//! preallocating its WAL, and its batches and savepoints ([`WriteStorage`]).
+//! preallocating its WAL, and its batches ([`WriteStorage`]).
 
 use std::ffi::CStr;
 use std::path::Path;
@@ -261,7 +261,7 @@ impl WriteStorage for SqliteWrites {
         }
     }
 
-    fn savepoint(&self) -> Result<()> {
+    fn start_request(&self) -> Result<()> {
         self.written_at_request.set(self.written());
         Ok(())
     }
@@ -273,10 +273,6 @@ impl WriteStorage for SqliteWrites {
         Err(Error::Unavailable(
             "a request failed after it had written, so its whole batch was rolled back; nothing was written, retry".into(),
         ))
-    }
-
-    fn release_request(&self) -> Result<()> {
-        Ok(())
     }
 
     fn close(&mut self) {

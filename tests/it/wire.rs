@@ -370,10 +370,18 @@ fn describe_interface_lists_every_method_with_schemas() {
         .map(|e| e["code"].as_i64().unwrap())
         .collect();
     for code in [
-        -32700, -32600, -32601, -32602, -32001, -32603, 400, 404, 409, 410, 413, 416, 429, 503,
+        -32700, -32600, -32601, -32602, -32001, -32603, 400, 401, 403, 404, 409, 410, 413, 416,
+        429, 503,
     ] {
         assert!(codes.contains(&code), "{code}");
     }
+    let idempotency = described["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "idempotency_conflict")
+        .expect("idempotency_conflict has its own row");
+    assert_eq!(idempotency["code"], 409);
 }
 
 #[test]

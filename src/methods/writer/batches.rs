@@ -334,7 +334,7 @@ impl WriterLoop {
             return Ok(());
         };
         let writes = self.writes.as_ref();
-        writes.savepoint()?;
+        writes.start_request()?;
         let before = self.memory.revision;
         let mut no_reply = None;
         let mut ctx = WriteCtx::new(
@@ -363,7 +363,6 @@ impl WriterLoop {
                 Some(Err(err))
             }
         };
-        writes.release_request()?;
         match answer {
             None => self.memory.stepped.push_back(stepped),
             Some(answer) => {
@@ -391,7 +390,7 @@ impl WriterLoop {
             return Ok(());
         }
         let writes = self.writes.as_ref();
-        writes.savepoint()?;
+        writes.start_request()?;
         let before = self.memory.revision;
         let mut no_reply = None;
         let mut ctx = WriteCtx::new(
@@ -410,7 +409,6 @@ impl WriterLoop {
                 tracing::warn!(%err, held_back, "a step of retention failed; it is tried again with the next batch");
             }
         }
-        writes.release_request()?;
         self.background.reclaim(self.writes.as_mut())
     }
 
@@ -627,7 +625,7 @@ impl WriterLoop {
                     if let (Some(reply), Some(idem)) = (&mut reply, &idempotency) {
                         reply.idempotency = Some(idem.clone());
                     }
-                    self.writes.savepoint()?;
+                    self.writes.start_request()?;
                     let before = self.memory.revision;
                     let deferred_before = deferred.len();
                     self.memory.tasks.begin_request();
@@ -665,7 +663,6 @@ impl WriterLoop {
                             }
                         }
                     }
-                    self.writes.release_request()?;
                     match result {
                         // The request took its reply channel and answers later.
                         Ok(None) => continue,

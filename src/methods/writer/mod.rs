@@ -1,7 +1,7 @@
 //! The single writer: one thread owns the only write connection to storage. Requests that
 //! write are queued to it; it applies everything queued in one transaction (group commit),
-//! each request inside its own savepoint, and answers every request only after the
-//! transaction is durable. It keeps what the rules hold in memory (lock and node leases'
+//! each request undone alone if it fails before it writes (else the whole batch is), and
+//! answers every request only after the transaction is durable. It keeps what the rules hold in memory (lock and node leases'
 //! deadlines, waiters) and runs the rules' upkeep: recovery at start, expiry before each
 //! batch, rebuilding memory after a rollback.
 
@@ -58,7 +58,7 @@ impl ReplyTx {
         self.tx.send(answer)
     }
 }
-/// A mutation, run on the writer inside its own savepoint. `Ok(None)` means the mutation
+/// A mutation, run on the writer inside a batch (`WriteStorage::start_request`). `Ok(None)` means the mutation
 /// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
 pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
 /// One step of a request that runs in steps (`WriteCtx::continue_later`): `Ok(None)`

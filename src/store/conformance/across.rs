@@ -8,26 +8,23 @@ pub(super) fn batch_request_failing_before_writing_leaves_the_rest(db: &mut Db) 
     let writes = db.writes();
     writes.begin(&Foreseen::default()).unwrap();
     // Request 1 writes and succeeds.
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "a", Some("1"), 1, None).unwrap();
     writes
         .storage()
         .append_event(1, T0, &event(EventType::KvSet, "{}"))
         .unwrap();
-    writes.release_request().unwrap();
     // Request 2 reads, then is refused.
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     assert!(writes.storage().stored("ns", "b").unwrap().is_none());
     writes.undo_request().unwrap();
-    writes.release_request().unwrap();
     // Request 3 writes and succeeds.
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "c", Some("3"), 2, None).unwrap();
     writes
         .storage()
         .append_event(2, T0, &event(EventType::KvSet, "{}"))
         .unwrap();
-    writes.release_request().unwrap();
     writes.storage().set_head_revision(2).unwrap();
     writes.commit().unwrap();
     assert_eq!(keys(&db.read(|s| s.list("ns", "", None, 10)).0), ["a", "c"]);
@@ -41,10 +38,9 @@ pub(super) fn batch_request_failing_after_writing_rolls_back_the_batch(db: &mut 
     db.batch(|s, _| set(s, "ns", "kept", Some("0"), 1, None));
     let writes = db.writes();
     writes.begin(&Foreseen::default()).unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "a", Some("1"), 2, None).unwrap();
-    writes.release_request().unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "b", Some("2"), 3, None).unwrap();
     writes
         .storage()
@@ -53,7 +49,6 @@ pub(super) fn batch_request_failing_after_writing_rolls_back_the_batch(db: &mut 
     match writes.undo_request() {
         // Undone alone: the rest of the batch commits.
         Ok(()) => {
-            writes.release_request().unwrap();
             writes.commit().unwrap();
             assert_eq!(
                 keys(&db.read(|s| s.list("ns", "", None, 10)).0),
@@ -82,7 +77,7 @@ pub(super) fn batch_rollback_leaves_nothing(db: &mut Db) {
     let nodes = [node("a", &[])];
     let writes = db.writes();
     writes.begin(&Foreseen::default()).unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     let s = writes.storage();
     set(s, "ns", "a", Some("1"), 1, None).unwrap();
     s.append_event(1, T0, &event(EventType::KvSet, "{}"))
@@ -129,7 +124,7 @@ pub(super) fn reads_see_only_what_was_committed(db: &mut Db) {
     db.batch(|s, _| set(s, "ns", "a", Some("1"), 1, None));
     let writes = db.writes.as_deref_mut().unwrap();
     writes.begin(&Foreseen::default()).unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "a", Some("2"), 2, None).unwrap();
     set(writes.storage(), "ns", "b", Some("2"), 3, None).unwrap();
     writes.storage().set_head_revision(3).unwrap();
@@ -148,7 +143,6 @@ pub(super) fn reads_see_only_what_was_committed(db: &mut Db) {
         })
         .unwrap();
     assert_eq!(seen, (Some(1), false));
-    writes.release_request().unwrap();
     writes.commit().unwrap();
     let seen = db.read(|s| Ok((s.live("ns", "a")?.map(|r| r.version), s.head_revision()?)));
     assert_eq!(seen, (Some(2), 3));
@@ -292,7 +286,7 @@ pub(super) fn outcomes_foreseen_agree_with_those_read(db: &mut Db) {
         lock_outcomes: vec!["tool:a".into(), "tool:b".into()],
     };
     writes.begin(&foreseen).unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     let (s, o) = (writes.storage(), writes.outcomes());
     assert_eq!(o.previous("tool:a").unwrap().unwrap().owner, "ann");
     assert!(o.previous("tool:b").unwrap().is_none());
@@ -308,7 +302,6 @@ pub(super) fn outcomes_foreseen_agree_with_those_read(db: &mut Db) {
     assert_eq!(o.previous("tool:a").unwrap().unwrap().owner, "cy");
     assert_eq!(o.previous("tool:b").unwrap().unwrap().outcome, "failed");
     assert!(o.previous("tool:c").unwrap().is_none());
-    writes.release_request().unwrap();
     writes.commit().unwrap();
     db.batch(|_, o| {
         assert_eq!(o.previous("tool:a")?.unwrap().owner, "cy");
@@ -437,7 +430,7 @@ pub(super) fn edges_of_reads_and_writes(db: &mut Db) {
     db.batch(|s, _| s.delete_session("nobody"));
     let writes = db.writes();
     writes.begin(&Foreseen::default()).unwrap();
-    writes.savepoint().unwrap();
+    writes.start_request().unwrap();
     set(writes.storage(), "ns", "b", Some("1"), 2, None).unwrap();
     let refused = writes.storage().insert_session(&session("x", "s2"));
     match refused {

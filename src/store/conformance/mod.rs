@@ -156,9 +156,8 @@ impl Db {
     fn batch<T>(&mut self, f: impl FnOnce(&dyn Storage, &dyn Outcomes) -> Result<T>) -> T {
         let writes = self.writes();
         writes.begin(&Foreseen::default()).unwrap();
-        writes.savepoint().unwrap();
+        writes.start_request().unwrap();
         let done = f(writes.storage(), writes.outcomes())
-            .and_then(|value| writes.release_request().map(|()| value))
             .and_then(|value| writes.commit().map(|()| value));
         match done {
             Ok(value) => value,

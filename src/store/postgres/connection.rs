@@ -349,7 +349,7 @@ impl WriteStorage for PgWrites {
         }
     }
 
-    fn savepoint(&self) -> Result<()> {
+    fn start_request(&self) -> Result<()> {
         self.at_request.set(self.conn.changed());
         Ok(())
     }
@@ -364,10 +364,6 @@ impl WriteStorage for PgWrites {
         Err(Error::Unavailable(
             "a request failed after it had written, so its whole batch was rolled back; nothing was written, retry".into(),
         ))
-    }
-
-    fn release_request(&self) -> Result<()> {
-        Ok(())
     }
 
     fn close(&mut self) {}
