@@ -433,7 +433,20 @@ mod kind_tests {
                 message: String::new(),
                 needed: String::new(),
             },
+            Error::Conflict {
+                message: String::new(),
+                data: Default::default(),
+                exact: Vec::new(),
+            },
             Error::IdempotencyConflict { key: String::new() },
+            Error::LeaseInvalid {
+                message: String::new(),
+                data: Default::default(),
+            },
+            Error::HistoryTrimmed {
+                message: String::new(),
+                oldest_version: 1,
+            },
             Error::Compacted {
                 message: String::new(),
                 oldest_seq: 1,

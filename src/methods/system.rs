@@ -335,56 +335,6 @@ pub fn metrics_now(app: &App) -> Result<MetricsResult> {
     app.store.read(|storage| metrics(app, storage))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::Error;
-
-    #[test]
-    fn the_error_table_matches_the_error_type() {
-        let samples = [
-            Error::Parse(String::new()),
-            Error::InvalidRequest(String::new()),
-            Error::MethodNotFound {
-                method: String::new(),
-                known: &[],
-            },
-            Error::InvalidParams {
-                message: String::new(),
-                field: None,
-            },
-            Error::RequestTooLarge { limit: 1 },
-            Error::Internal(String::new()),
-            Error::Invalid(String::new()),
-            Error::Unauthenticated(String::new()),
-            Error::Forbidden {
-                message: String::new(),
-                needed: String::new(),
-            },
-            Error::NotFound(String::new()),
-            Error::Conflict {
-                message: String::new(),
-                data: Default::default(),
-                exact: Vec::new(),
-            },
-            Error::LeaseInvalid {
-                message: String::new(),
-                data: Default::default(),
-            },
-            Error::ValueTooLarge { size: 2, limit: 1 },
-            Error::Compacted {
-                message: String::new(),
-                oldest_seq: 1,
-            },
-            Error::Overloaded,
-            Error::Unavailable(String::new()),
-        ];
-        let table: Vec<(i64, &str)> = error_table().iter().map(|e| (e.code, e.kind)).collect();
-        let from_type: Vec<(i64, &str)> = samples.iter().map(|e| (e.code(), e.kind())).collect();
-        assert_eq!(table, from_type);
-    }
-}
-
 /// Moves a test daemon's manual clock forward. Not in DescribeInterface: a daemon on the
 /// real clock answers it as an unknown method.
 #[derive(Debug, Deserialize, JsonSchema)]
