@@ -5,12 +5,7 @@
 //! waits to acquire leave the order every instance serves waiters in.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
-use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
-use crate::app::App;
 use crate::error::Result;
 
 use super::writer::WriteCtx;
@@ -19,29 +14,18 @@ use super::{agents, locks};
 /// How many connection ids each daemon numbers from its base.
 const CONNECTIONS_PER_INSTANCE: u64 = 1 << 32;
 
-/// Heartbeats every third of the timeout, until `stop`; each heartbeat also ends what
-/// silent daemons held. Only for a database other daemons may share.
-pub async fn keep_alive(app: Arc<App>, connection_base: u64, stop: CancellationToken) {
-    let timeout_ms = (app.config.instance_timeout_secs * 1000) as i64;
-    let every = Duration::from_millis((timeout_ms as u64 / 3).max(100));
-    loop {
-        let instance_id = app.instance_id.clone();
-        let beat = app.writer.detached(Box::new(move |ctx| {
-            heartbeat(ctx, &instance_id, connection_base, timeout_ms)?;
-            Ok(None)
-        }));
-        if let Err(err) = beat {
-            static BEAT_FAILED: crate::log_limit::Limited =
-                crate::log_limit::Limited::new(crate::log_limit::EVERY);
-            if let Some(held_back) = BEAT_FAILED.admit() {
-                tracing::warn!(%err, held_back, "cannot queue this instance's heartbeat");
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
-        }
-    }
+/// This daemon's heartbeat, for the writer (`server` sends one every third of the
+/// timeout): marks it alive and ends what silent daemons held. Only for a database other
+/// daemons may share.
+pub fn heartbeat_write(
+    instance_id: String,
+    connection_base: u64,
+    timeout_ms: i64,
+) -> super::writer::WriteFn {
+    Box::new(move |ctx| {
+        heartbeat(ctx, &instance_id, connection_base, timeout_ms)?;
+        Ok(None)
+    })
 }
 
 /// Marks this daemon alive; ends what was tied to the connections of silent ones.

@@ -107,7 +107,7 @@ pub fn compact_step(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64
 }
 
 /// Events after `since_seq` up to the last committed revision.
-fn events_after(
+pub fn events_after(
     storage: &dyn Storage,
     since_seq: u64,
     filter: &EventFilter,
@@ -209,10 +209,10 @@ impl Method for CompactJournalParams {
 }
 
 /// Events read from the journal per step of a subscription.
-const SUBSCRIPTION_PAGE: u64 = 256;
+pub const SUBSCRIPTION_PAGE: u64 = 256;
 /// Event data read per step of a subscription (past its first event), so a replay of
 /// large values never holds more than about this much at once.
-const SUBSCRIPTION_PAGE_BYTES: usize = 1 << 20;
+pub const SUBSCRIPTION_PAGE_BYTES: usize = 1 << 20;
 /// Event data one ReadEvents answer carries (past its first event); `next_seq` continues.
 const READ_MAX_BYTES: usize = super::paging::PAGE_BYTES;
 
@@ -238,25 +238,18 @@ impl Method for SubscribeParams {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id.clone(), end.clone());
-        let (written, gate) = tokio::sync::oneshot::channel();
-        tokio::spawn(stream_events(
-            app,
-            Stream {
-                id: id.clone(),
+        Ok(Plan::Subscribe {
+            answer: reply(&SubscribeResult {
+                subscription_id: id.clone(),
+                since_seq: since,
+            }),
+            stream: Stream {
+                id,
                 since,
                 filter,
                 visible: cx.visible(),
             },
-            cx.connection.notify.clone(),
             end,
-            gate,
-        ));
-        Ok(Plan::ReadyThen {
-            answer: reply(&SubscribeResult {
-                subscription_id: id,
-                since_seq: since,
-            }),
-            written,
         })
     }
 }
@@ -288,174 +281,11 @@ impl Method for UnsubscribeParams {
     }
 }
 
-/// After a stalled subscriber's backlog is dropped, returns what glibc's heap holds free to
-/// the system. Under batond's jemalloc this reaches only memory C code (SQLite) took from
-/// glibc: the backlog itself was jemalloc's, which gives freed pages back on its own
-/// schedule (its decay), not at this call. Programs on the system allocator (the library's
-/// other users) get the trim itself.
-fn give_memory_back() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory at the top of glibc's heaps.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// One subscription: pages through the journal after `since`, then follows the writer's
-/// head. Reads committed rows only, in seq order, so there is no gap and no duplicate.
-/// What one subscription streams.
-struct Stream {
-    id: String,
-    since: u64,
-    filter: EventFilter,
+/// What one subscription streams (`server::subscriptions` runs it).
+pub struct Stream {
+    pub id: String,
+    pub since: u64,
+    pub filter: EventFilter,
     /// The token whose grants limit which events it sees (None: admin).
-    visible: Option<Arc<super::auth::Principal>>,
-}
-
-async fn stream_events(
-    app: std::sync::Arc<crate::app::App>,
-    stream: Stream,
-    notify: super::Notifier,
-    end: super::SubscriptionEnd,
-    gate: tokio::sync::oneshot::Receiver<()>,
-) {
-    if gate.await.is_err() {
-        return;
-    }
-    let id = stream.id.clone();
-    pump(app, stream, &notify, &end).await;
-    if end.is_ended() && end.unauthorized() {
-        // Written here, after the last event this task queued: nothing of the
-        // subscription follows it.
-        let line = crate::protocol::notification(
-            "Event",
-            &serde_json::json!({"subscription_id": id, "ended": "unauthorized"}),
-        );
-        let _ = notify.try_send(line);
-    }
-}
-
-/// Delivers a subscription's events until it ends (or its connection does).
-async fn pump(
-    app: std::sync::Arc<crate::app::App>,
-    stream: Stream,
-    notify: &super::Notifier,
-    end: &super::SubscriptionEnd,
-) {
-    let Stream {
-        id,
-        since,
-        filter,
-        visible,
-    } = stream;
-    let mut head = app.writer.head();
-    let mut last = since;
-    // Replaying the past goes at the reader's pace; once a read reached the head, events
-    // are live, and a reader that falls behind them is ended (`overflow`).
-    let mut live = false;
-    loop {
-        if end.is_ended() {
-            return;
-        }
-        head.borrow_and_update();
-        let page = app.store.read(|storage| {
-            let page = events_after(
-                storage,
-                last,
-                &filter,
-                SUBSCRIPTION_PAGE,
-                SUBSCRIPTION_PAGE_BYTES,
-            )?;
-            Ok((page, storage.oldest_seq()?))
-        });
-        let (events, next) = match page {
-            Ok((_, oldest)) if last + 1 < oldest => {
-                // Compacted past what this subscriber has seen: it cannot go on gap-free.
-                let last_line = crate::protocol::notification(
-                    "SubscriptionEnded",
-                    &serde_json::json!({
-                        "subscription_id": id,
-                        "reason": "compacted",
-                        "resume_from_seq": last,
-                        "oldest_seq": oldest,
-                        "message": format!("events after seq {last} were compacted away before they were delivered; re-read the state you need, then Subscribe with since_seq {}", oldest - 1),
-                    }),
-                );
-                tokio::select! {
-                    _ = notify.send(last_line) => {}
-                    _ = end.ended() => {}
-                }
-                return;
-            }
-            Ok((page, _)) => page,
-            Err(err) => {
-                static READ_FAILED: crate::log_limit::Limited =
-                    crate::log_limit::Limited::new(crate::log_limit::EVERY);
-                if let Some(held_back) = READ_FAILED.admit() {
-                    tracing::warn!(%err, subscription = %id, held_back, "a subscription's read failed; it retries every 50 ms");
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Cut short by count or by bytes: more may be waiting already.
-        let page_bytes: usize = events.iter().map(|e| e.data.get().len()).sum();
-        let full_page =
-            events.len() as u64 >= SUBSCRIPTION_PAGE || page_bytes >= SUBSCRIPTION_PAGE_BYTES;
-        for event in events {
-            let seq = event.seq;
-            if visible
-                .as_ref()
-                .is_some_and(|principal| !principal.scopes.sees_event(&event))
-            {
-                last = seq;
-                continue;
-            }
-            let line = crate::protocol::notification(
-                "Event",
-                &serde_json::json!({"subscription_id": id, "event": event}),
-            );
-            if end.is_ended() {
-                return;
-            }
-            let sent = if live {
-                notify.try_send(line)
-            } else {
-                tokio::select! {
-                    sent = notify.send_paced(line) => sent,
-                    _ = end.ended() => return,
-                }
-            };
-            match sent {
-                Ok(()) => last = seq,
-                Err(super::NotifyError::Full) => {
-                    let last_line = crate::protocol::notification(
-                        "SubscriptionEnded",
-                        &serde_json::json!({
-                            "subscription_id": id,
-                            "reason": "overflow",
-                            "resume_from_seq": last,
-                            "message": format!("this connection fell too far behind reading events; Subscribe again with since_seq {last}"),
-                        }),
-                    );
-                    tokio::select! {
-                        _ = notify.send(last_line) => {}
-                        _ = end.ended() => {}
-                    }
-                    give_memory_back();
-                    return;
-                }
-                Err(super::NotifyError::Closed) => return,
-            }
-        }
-        last = last.max(next);
-        if full_page {
-            continue;
-        }
-        live = true;
-        tokio::select! {
-            changed = head.changed() => if changed.is_err() { return },
-            _ = end.ended() => return,
-        }
-    }
+    pub visible: Option<Arc<super::auth::Principal>>,
 }

@@ -322,11 +322,12 @@ impl Ctx<'_> {
 pub enum Plan {
     /// Already answered.
     Ready(Result<Reply>),
-    /// Already answered; `written` fires once the answer line is on its way to the client
-    /// (a subscription starts streaming only after its Subscribe answer).
-    ReadyThen {
+    /// Subscribe, answered: the connection starts streaming `stream` once the answer line
+    /// is on its way to the client (`server::subscriptions`), until `end`.
+    Subscribe {
         answer: Result<Reply>,
-        written: tokio::sync::oneshot::Sender<()>,
+        stream: journal::Stream,
+        end: SubscriptionEnd,
     },
     /// A read: runs on a read connection, or behind the writer when the same connection
     /// has writes in flight. `heavy` reads may take long and run off the async workers.

@@ -488,8 +488,20 @@ fn handle_line(
     let queued = match plan {
         Plan::Barrier(_) => Err(Error::Internal("a barrier inside a barrier".into())),
         Plan::Ready(answer) => return Some(Line::Ready(finish(request.id, answer))),
-        Plan::ReadyThen { answer, written } => {
-            return Some(Line::ReadyThen(finish(request.id, answer), written))
+        Plan::Subscribe {
+            answer,
+            stream,
+            end,
+        } => {
+            let (written, gate) = oneshot::channel();
+            tokio::spawn(super::subscriptions::stream_events(
+                app.clone(),
+                stream,
+                connection.notify.clone(),
+                end,
+                gate,
+            ));
+            return Some(Line::ReadyThen(finish(request.id, answer), written));
         }
         Plan::Read {
             apply,

@@ -6,6 +6,7 @@ pub mod connection;
 mod http;
 mod limits;
 pub mod listen;
+mod subscriptions;
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -225,6 +226,32 @@ fn raise_open_file_limit() {
         {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// Heartbeats every third of `BATON_INSTANCE_TIMEOUT_SECS`, until `stop`; each heartbeat
+/// also ends what silent daemons held (`methods::instances`). Only for a database other
+/// daemons may share.
+async fn keep_alive(app: Arc<App>, connection_base: u64, stop: CancellationToken) {
+    let timeout_ms = (app.config.instance_timeout_secs * 1000) as i64;
+    let every = std::time::Duration::from_millis((timeout_ms as u64 / 3).max(100));
+    loop {
+        let beat = crate::methods::instances::heartbeat_write(
+            app.instance_id.clone(),
+            connection_base,
+            timeout_ms,
+        );
+        if let Err(err) = app.writer.detached(beat) {
+            static BEAT_FAILED: crate::log_limit::Limited =
+                crate::log_limit::Limited::new(crate::log_limit::EVERY);
+            if let Some(held_back) = BEAT_FAILED.admit() {
+                tracing::warn!(%err, held_back, "cannot queue this instance's heartbeat");
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
         }
     }
 }
@@ -479,11 +506,7 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         shutdown.clone(),
     ));
     if app.store.backend() == "postgres" {
-        tokio::spawn(crate::methods::instances::keep_alive(
-            app.clone(),
-            connection_base,
-            shutdown.clone(),
-        ));
+        tokio::spawn(keep_alive(app.clone(), connection_base, shutdown.clone()));
     }
     // Everything batond opens for itself is open by now: what is left under the open-file
     // limit, less a reserve, is for network and HTTP clients.
