@@ -1,4 +1,4 @@
--- The last outcome of each key is stored in batches (store/leases.rs): until then it waits
+-- The last outcome of each key is stored in batches (store/sqlite/leases.rs): until then it waits
 -- in the writer connection's memory, and the journal event of the release or expiry holds
 -- it durably. Keyed by resource key, `lock_outcomes` took one page per key a batch
 -- released, and each page is a 4 KiB frame in the write-ahead log.

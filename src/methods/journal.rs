@@ -98,7 +98,7 @@ pub fn compact_step(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64
         return Ok((oldest, 0));
     }
     let upto = before_seq.min(oldest.saturating_add(COMPACT_STEP));
-    // Lock outcomes held back are in the events about to go (see `store::leases`).
+    // Lock outcomes held back are in the events about to go (see `store::sqlite::leases`).
     ctx.outcomes().store_held()?;
     let deleted = ctx.journal().remove_before(upto)?;
     // The writer's copies of recent task events may include some that are gone now.

@@ -1,7 +1,7 @@
 //! The storage boundary: what the rules (`methods/`) ask of storage, with no rule in it and
-//! no SQL. SQLite implements it today (`store::state` for [`Records`], `store::journal`
-//! for [`Journal`], `store::leases`, `store::nodes`, `store::meta`, `store::idempotency`);
-//! a second engine implements the same traits and the rules stay as they are.
+//! no SQL. SQLite implements it in `store::sqlite`, PostgreSQL in `store::postgres`, each
+//! with the same file names (`records` for [`Records`], `journal` for [`Journal`],
+//! `leases`, `nodes`, `meta`, `idempotency`, ...); the rules stay as they are over either.
 //!
 //! Versions, tombstones, compare-and-set, Txn, lock conflicts and the `dir:` hierarchy,
 //! FIFO waiting, fencing, node transitions, retries, rollback and idempotency are rules:

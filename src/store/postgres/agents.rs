@@ -1,5 +1,5 @@
 //! PostgreSQL's side of [`Agents`]: sessions, the names that ever registered and their
-//! owners, inboxes (same meaning as SQLite's `store::agents`).
+//! owners, inboxes (same meaning as SQLite's `store::sqlite::agents`).
 
 use tokio_postgres::Row;
 

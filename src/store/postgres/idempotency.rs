@@ -1,4 +1,4 @@
-//! PostgreSQL's side of [`Remembered`] (`idempotency`; as SQLite's `store::idempotency`).
+//! PostgreSQL's side of [`Remembered`] (`idempotency`; as SQLite's `store::sqlite::idempotency`).
 
 use crate::error::Result;
 use crate::store::boundary::{Remembered, RememberedAnswer};

@@ -1,4 +1,4 @@
-//! PostgreSQL's side of [`Journal`] (`events`; same meaning as SQLite's `store::journal`).
+//! PostgreSQL's side of [`Journal`] (`events`; same meaning as SQLite's `store::sqlite::journal`).
 
 use std::collections::VecDeque;
 

@@ -1,5 +1,5 @@
 //! PostgreSQL's side of [`Leases`]: lock leases (`locks`), the last outcome of each key
-//! (`lock_outcomes`) and the fencing counter (same meaning as SQLite's `store::leases`).
+//! (`lock_outcomes`) and the fencing counter (same meaning as SQLite's `store::sqlite::leases`).
 
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;

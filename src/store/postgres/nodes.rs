@@ -1,5 +1,5 @@
 //! PostgreSQL's side of [`Nodes`]: tasks, nodes and dependency edges (same meaning as
-//! SQLite's `store::nodes`). A node is runnable when PENDING with `remaining_deps = 0`; the
+//! SQLite's `store::sqlite::nodes`). A node is runnable when PENDING with `remaining_deps = 0`; the
 //! partial indexes `nodes_runnable*` list exactly those.
 
 use std::collections::BTreeMap;

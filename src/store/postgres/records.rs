@@ -1,5 +1,5 @@
 //! PostgreSQL's side of [`Records`]: the current state in `records`, every version in
-//! `history` (same meaning as SQLite's `store::state`).
+//! `history` (same meaning as SQLite's `store::sqlite::records`).
 
 use serde_json::value::RawValue;
 use tokio_postgres::Row;

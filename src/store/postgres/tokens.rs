@@ -1,11 +1,11 @@
-//! PostgreSQL's side of [`Tokens`] (as SQLite's `store::tokens`): only the hash of a
+//! PostgreSQL's side of [`Tokens`] (as SQLite's `store::sqlite::tokens`): only the hash of a
 //! secret is stored.
 
 use tokio_postgres::Row;
 
 use crate::error::Result;
 use crate::store::boundary::{NewToken, StoredToken, Tokens};
-use crate::store::tokens::with_scopes;
+use crate::store::with_scopes;
 
 use super::PgConn;
 

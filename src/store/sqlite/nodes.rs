@@ -15,10 +15,10 @@ use crate::error::{Error, Result};
 use crate::protocol::tasks::{
     ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
 };
-
-use super::boundary::{
+use crate::store::boundary::{
     NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
 };
+
 use super::sql::Sql;
 
 fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {

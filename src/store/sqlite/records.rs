@@ -8,8 +8,8 @@ use serde_json::value::RawValue;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
+use crate::store::boundary::{NewVersion, Records, StoredVersion, TrimStep};
 
-use super::boundary::{NewVersion, Records, StoredVersion, TrimStep};
 use super::sql::Sql;
 
 /// Every how many versions of a key `history_marks` notes where its version is. History
@@ -341,7 +341,7 @@ impl<C: Sql> Records for C {
         after: Option<(&str, &str)>,
         limit: u64,
     ) -> Result<(Vec<Record>, u64)> {
-        let revision = super::boundary::Meta::head_revision(self)? as u64;
+        let revision = crate::store::boundary::Meta::head_revision(self)? as u64;
         let mut stmt = self.conn().prepare_cached(
             "SELECT namespace, key, value, version, revision, updated_by, updated_at FROM records
              WHERE deleted = 0 AND (?1 IS NULL OR namespace = ?1)

@@ -1,6 +1,6 @@
 //! SQL for resource-lock leases (`locks`), the last outcome of each key
 //! (`lock_outcomes`) and the fencing counter: SQLite's side of [`Leases`], and of
-//! [`Outcomes`](super::boundary::Outcomes) through [`HeldOutcomes`]. The rules (conflicts,
+//! [`Outcomes`](crate::store::boundary::Outcomes) through [`HeldOutcomes`]. The rules (conflicts,
 //! the `dir:` hierarchy, waiting, fencing) are in `methods::locks`.
 //!
 //! Outcomes are stored in batches. Keyed by resource key, `lock_outcomes` took one page
@@ -28,8 +28,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::locks::{LockMode, Previous};
+use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 
-use super::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
 use super::sql::Sql;
 
 /// Held outcomes that make the writer store them (the next commit does).

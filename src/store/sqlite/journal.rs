@@ -9,8 +9,8 @@ use serde_json::value::RawValue;
 use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter, Narrowest};
+use crate::store::boundary::{Journal, NewEvent, SerializedEvent};
 
-use super::boundary::{Journal, NewEvent, SerializedEvent};
 use super::sql::Sql;
 
 /// The columns [`event_from_row`] reads, in its order.

@@ -5,8 +5,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use crate::error::Result;
+use crate::store::boundary::{Remembered, RememberedAnswer};
 
-use super::boundary::{Remembered, RememberedAnswer};
 use super::sql::Sql;
 
 impl<C: Sql> Remembered for C {

@@ -494,7 +494,7 @@ mod tests {
         let expected = count(&writer);
         assert_eq!(expected.0, 2_050);
         let reader = Connection::open_with_flags(
-            crate::store::connection::read_connection_target(&path),
+            crate::store::sqlite::connection::read_connection_target(&path),
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_URI,
         )
         .unwrap();

@@ -2,9 +2,10 @@
 
 use rusqlite::{params, OptionalExtension, Row};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::store::boundary::{NewToken, StoredToken, Tokens};
+use crate::store::with_scopes;
 
-use super::boundary::{NewToken, StoredToken, Tokens};
 use super::sql::Sql;
 
 macro_rules! token_columns {
@@ -26,17 +27,6 @@ fn token_from_row(row: &Row<'_>) -> rusqlite::Result<(StoredToken, String)> {
         },
         row.get(2)?,
     ))
-}
-
-/// Reads the stored scopes (a JSON array of strings) into the token.
-pub(super) fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<StoredToken> {
-    token.scopes = serde_json::from_str(&scopes).map_err(|e| {
-        Error::Unavailable(format!(
-            "the token {} has unreadable scopes in the database ({e}); revoke it and create a new one",
-            token.token_id
-        ))
-    })?;
-    Ok(token)
 }
 
 impl<C: Sql> Tokens for C {

@@ -6,8 +6,8 @@
 use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::Result;
+use crate::store::boundary::{Agents, MessageRow, NameOwner, SessionRow};
 
-use super::boundary::{Agents, MessageRow, NameOwner, SessionRow};
 use super::sql::Sql;
 
 const SESSION_COLUMNS: &str = "name, session_id, role, metadata, started_at, last_seen, expires_at, token_id, holder_connection";

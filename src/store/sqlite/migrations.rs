@@ -16,107 +16,107 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_init",
-        sql: include_str!("../../migrations/0001_init.sql"),
+        sql: include_str!("../../../migrations/0001_init.sql"),
     },
     Migration {
         version: 2,
         name: "0002_locks",
-        sql: include_str!("../../migrations/0002_locks.sql"),
+        sql: include_str!("../../../migrations/0002_locks.sql"),
     },
     Migration {
         version: 3,
         name: "0003_tasks",
-        sql: include_str!("../../migrations/0003_tasks.sql"),
+        sql: include_str!("../../../migrations/0003_tasks.sql"),
     },
     Migration {
         version: 4,
         name: "0004_task_progress",
-        sql: include_str!("../../migrations/0004_task_progress.sql"),
+        sql: include_str!("../../../migrations/0004_task_progress.sql"),
     },
     Migration {
         version: 5,
         name: "0005_scrub_lease_ids",
-        sql: include_str!("../../migrations/0005_scrub_lease_ids.sql"),
+        sql: include_str!("../../../migrations/0005_scrub_lease_ids.sql"),
     },
     Migration {
         version: 6,
         name: "0006_tokens",
-        sql: include_str!("../../migrations/0006_tokens.sql"),
+        sql: include_str!("../../../migrations/0006_tokens.sql"),
     },
     Migration {
         version: 7,
         name: "0007_lease_tokens",
-        sql: include_str!("../../migrations/0007_lease_tokens.sql"),
+        sql: include_str!("../../../migrations/0007_lease_tokens.sql"),
     },
     Migration {
         version: 8,
         name: "0008_agents",
-        sql: include_str!("../../migrations/0008_agents.sql"),
+        sql: include_str!("../../../migrations/0008_agents.sql"),
     },
     Migration {
         version: 9,
         name: "0009_session_bindings",
-        sql: include_str!("../../migrations/0009_session_bindings.sql"),
+        sql: include_str!("../../../migrations/0009_session_bindings.sql"),
     },
     Migration {
         version: 10,
         name: "0010_lock_modes",
-        sql: include_str!("../../migrations/0010_lock_modes.sql"),
+        sql: include_str!("../../../migrations/0010_lock_modes.sql"),
     },
     Migration {
         version: 11,
         name: "0011_node_priority_labels",
-        sql: include_str!("../../migrations/0011_node_priority_labels.sql"),
+        sql: include_str!("../../../migrations/0011_node_priority_labels.sql"),
     },
     Migration {
         version: 12,
         name: "0012_node_delays",
-        sql: include_str!("../../migrations/0012_node_delays.sql"),
+        sql: include_str!("../../../migrations/0012_node_delays.sql"),
     },
     Migration {
         version: 13,
         name: "0013_result_schema",
-        sql: include_str!("../../migrations/0013_result_schema.sql"),
+        sql: include_str!("../../../migrations/0013_result_schema.sql"),
     },
     Migration {
         version: 14,
         name: "0014_history_by_revision",
-        sql: include_str!("../../migrations/0014_history_by_revision.sql"),
+        sql: include_str!("../../../migrations/0014_history_by_revision.sql"),
     },
     Migration {
         version: 15,
         name: "0015_unread_lock_indexes",
-        sql: include_str!("../../migrations/0015_unread_lock_indexes.sql"),
+        sql: include_str!("../../../migrations/0015_unread_lock_indexes.sql"),
     },
     Migration {
         version: 16,
         name: "0016_lock_outcomes_in_batches",
-        sql: include_str!("../../migrations/0016_lock_outcomes_in_batches.sql"),
+        sql: include_str!("../../../migrations/0016_lock_outcomes_in_batches.sql"),
     },
     Migration {
         version: 17,
         name: "0017_leases_by_key",
-        sql: include_str!("../../migrations/0017_leases_by_key.sql"),
+        sql: include_str!("../../../migrations/0017_leases_by_key.sql"),
     },
     Migration {
         version: 18,
         name: "0018_inbox_cursors_within_inboxes",
-        sql: include_str!("../../migrations/0018_inbox_cursors_within_inboxes.sql"),
+        sql: include_str!("../../../migrations/0018_inbox_cursors_within_inboxes.sql"),
     },
     Migration {
         version: 19,
         name: "0019_agent_name_owners",
-        sql: include_str!("../../migrations/0019_agent_name_owners.sql"),
+        sql: include_str!("../../../migrations/0019_agent_name_owners.sql"),
     },
     Migration {
         version: 20,
         name: "0020_nodes_by_position",
-        sql: include_str!("../../migrations/0020_nodes_by_position.sql"),
+        sql: include_str!("../../../migrations/0020_nodes_by_position.sql"),
     },
     Migration {
         version: 21,
         name: "0021_event_filters",
-        sql: include_str!("../../migrations/0021_event_filters.sql"),
+        sql: include_str!("../../../migrations/0021_event_filters.sql"),
     },
 ];
 
@@ -351,8 +351,8 @@ mod tests {
         assert_eq!(
             marks,
             [
-                super::super::state::HISTORY_MARK_EVERY,
-                2 * super::super::state::HISTORY_MARK_EVERY
+                super::super::records::HISTORY_MARK_EVERY,
+                2 * super::super::records::HISTORY_MARK_EVERY
             ]
         );
         let revisions: Vec<u64> = conn

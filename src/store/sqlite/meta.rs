@@ -1,8 +1,8 @@
 //! SQL for facts about the whole database (`meta`, file sizes): SQLite's side of [`Meta`].
 
 use crate::error::Result;
+use crate::store::boundary::Meta;
 
-use super::boundary::Meta;
 use super::sql::Sql;
 
 /// The head revision, as an SQL expression (a macro, so that statements `concat!` it and

@@ -9,13 +9,13 @@ use rusqlite::{ffi, Connection};
 
 use crate::error::{Error, Result};
 use crate::protocol::locks::Previous;
+use crate::store::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 
-use super::boundary::{Foreseen, LeaseEnd, Outcomes, Storage, WriteStorage};
 use super::leases::{self, HeldOutcomes};
 use super::sql::{Sql, WriterConn};
 
 /// Statements rusqlite's cache keeps per connection: a read connection's, and the writer's
-/// built at run time or walked row by row (the rest it keeps itself, `store::sql`). The
+/// built at run time or walked row by row (the rest it keeps itself, `store::sqlite::sql`). The
 /// default 16 is fewer than the reads use.
 pub const STATEMENT_CACHE: usize = 64;
 
@@ -29,7 +29,7 @@ pub const STATEMENT_CACHE: usize = 64;
 /// that fails after writing (a storage fault) cannot be undone alone, and the whole batch
 /// is rolled back instead (`undo_request` refuses).
 pub struct SqliteWrites {
-    /// The connection with the statements it keeps prepared (see `store::sql`).
+    /// The connection with the statements it keeps prepared (see `store::sqlite::sql`).
     conn: WriterConn,
     /// Rows changed on this connection, and lock outcomes recorded, when the current
     /// request started.
@@ -150,7 +150,7 @@ impl SqliteWrites {
     }
 
     /// Inside the batch, before it commits: stores the held lock outcomes when enough
-    /// wait or the journal has run far enough past the mark (see `store::leases`), looking
+    /// wait or the journal has run far enough past the mark (see `store::sqlite::leases`), looking
     /// at the journal only once enough rows changed since the last look.
     fn store_outcomes_when_due(&mut self) -> Result<()> {
         if self.outcomes.len() >= leases::OUTCOMES_HELD {
