@@ -502,10 +502,10 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
         .watch_other_instances(move || writer.catch_up(), shutdown.clone());
     tokio::spawn(crate::methods::auth::watch_tokens(
         app.clone(),
-        app.store.backend() == "postgres",
+        app.store.shared(),
         shutdown.clone(),
     ));
-    if app.store.backend() == "postgres" {
+    if app.store.shared() {
         tokio::spawn(keep_alive(app.clone(), connection_base, shutdown.clone()));
     }
     // Everything batond opens for itself is open by now: what is left under the open-file

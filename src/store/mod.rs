@@ -154,6 +154,12 @@ impl Store {
         }
     }
 
+    /// Whether other daemons may write to the same database (PostgreSQL): then this one
+    /// heartbeats, and looks for what the others changed (revoked tokens, say).
+    pub fn shared(&self) -> bool {
+        matches!(self.reads, Reads::Postgres(_))
+    }
+
     /// What storage has shown of its health, shared with the writer.
     pub fn health(&self) -> &Arc<StorageHealth> {
         &self.health
