@@ -333,34 +333,26 @@ impl WriterLoop {
         let Some(mut stepped) = self.memory.stepped.pop_front() else {
             return Ok(());
         };
-        let writes = self.writes.as_ref();
-        writes.start_request()?;
-        let before = self.memory.revision;
-        let mut no_reply = None;
-        let mut ctx = WriteCtx::new(
-            writes,
+        let step = &mut stepped.step;
+        let result = unanswered(
+            self.writes.as_ref(),
             &mut self.memory,
-            now_ms,
-            mono_now,
-            &mut no_reply,
+            (now_ms, mono_now),
             deferred,
+            |ctx| step(ctx),
         );
-        let result = (stepped.step)(&mut ctx);
         // What a step removed may leave free pages; CompactJournal moved the journal's start.
         self.background.removed_rows();
         self.background.forget_journal_start();
         let answer = match result {
-            Ok(None) => None,
-            Ok(Some(answer)) => Some(Ok(answer)),
-            Err(err) => {
-                self.memory.revision = before;
-                if let Err(undo) = writes.undo_request() {
-                    if let Some(reply) = stepped.reply.take() {
-                        deferred.push((reply, Err(undo.clone())));
-                    }
-                    return Err(undo);
+            Ok(Ok(None)) => None,
+            Ok(Ok(Some(answer))) => Some(Ok(answer)),
+            Ok(Err(err)) => Some(Err(err)),
+            Err(undo) => {
+                if let Some(reply) = stepped.reply.take() {
+                    deferred.push((reply, Err(undo.clone())));
                 }
-                Some(Err(err))
+                return Err(undo);
             }
         };
         match answer {
@@ -389,21 +381,15 @@ impl WriterLoop {
         {
             return Ok(());
         }
-        let writes = self.writes.as_ref();
-        writes.start_request()?;
-        let before = self.memory.revision;
-        let mut no_reply = None;
-        let mut ctx = WriteCtx::new(
-            writes,
+        let background = &mut self.background;
+        let stepped = unanswered(
+            self.writes.as_ref(),
             &mut self.memory,
-            now_ms,
-            mono_now,
-            &mut no_reply,
+            (now_ms, mono_now),
             deferred,
-        );
-        if let Err(err) = self.background.step(&mut ctx) {
-            self.memory.revision = before;
-            writes.undo_request()?;
+            |ctx| background.step(ctx),
+        )?;
+        if let Err(err) = stepped {
             static RETENTION_FAILED: Limited = Limited::new(crate::log_limit::EVERY);
             if let Some(held_back) = RETENTION_FAILED.admit() {
                 tracing::warn!(%err, held_back, "a step of retention failed; it is tried again with the next batch");
@@ -731,6 +717,30 @@ fn upkeep(
     let mut no_reply = None;
     let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
     steps.iter().try_for_each(|step| step(&mut ctx))
+}
+
+/// Runs `f` in the open batch as a request with no reply of its own (a step of work in the
+/// background): Ok(Ok) when it succeeded; Ok(Err) when it failed and was undone alone (the
+/// revision counter restored); Err when it cannot be undone alone, and the batch fails.
+fn unanswered<T>(
+    writes: &dyn WriteStorage,
+    memory: &mut Memory,
+    (now_ms, mono_now): (i64, Duration),
+    deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<T>,
+) -> Result<Result<T>> {
+    writes.start_request()?;
+    let before = memory.revision;
+    let mut no_reply = None;
+    let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
+    match f(&mut ctx) {
+        Ok(value) => Ok(Ok(value)),
+        Err(err) => {
+            memory.revision = before;
+            writes.undo_request()?;
+            Ok(Err(err))
+        }
+    }
 }
 
 #[cfg(test)]
