@@ -5,9 +5,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Serialize;
-
 /// Buckets per doubling of latency; 4 gives about 19% resolution.
 const STEPS_PER_DOUBLING: f64 = 4.0;
 const BUCKETS: usize = 100; // up to about 2^25 us, 33 s
@@ -46,15 +43,7 @@ impl MethodStats {
     }
 }
 
-/// One method's figures as Metrics reports them.
-#[derive(Serialize, JsonSchema)]
-pub struct MethodFigures {
-    pub count: u64,
-    pub errors: u64,
-    pub p50_us: u64,
-    pub p99_us: u64,
-    pub max_us: u64,
-}
+pub use crate::protocol::system::MethodFigures;
 
 /// One method's latency histogram in seconds, Prometheus-style.
 pub struct Histogram {

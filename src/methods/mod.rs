@@ -558,14 +558,7 @@ pub fn canonical_name(method: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-/// A method as DescribeInterface lists it.
-#[derive(Serialize)]
-pub struct MethodDescription {
-    pub method: &'static str,
-    pub summary: &'static str,
-    pub params_schema: schemars::Schema,
-    pub result_schema: schemars::Schema,
-}
+pub use crate::protocol::system::MethodDescription;
 
 fn describe<M: Method>() -> MethodDescription {
     MethodDescription {

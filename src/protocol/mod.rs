@@ -17,6 +17,7 @@ pub mod limits;
 pub mod locks;
 pub mod operator;
 pub mod state;
+pub mod system;
 pub mod tasks;
 
 /// A JSON value of any shape, kept as the client sent it.
