@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use crate::error::Result;
 
+use super::locks;
 use super::writer::WriteCtx;
-use super::{agents, locks};
 
 /// How many connection ids each daemon numbers from its base.
 const CONNECTIONS_PER_INSTANCE: u64 = 1 << 32;
@@ -53,8 +53,7 @@ fn heartbeat(
             );
         }
         for connection in connections {
-            locks::rules::connection_closed(ctx, connection)?;
-            agents::rules::connection_closed(ctx, connection)?;
+            super::areas::connection_closed(ctx, connection)?;
         }
         let range = base..base.saturating_add(CONNECTIONS_PER_INSTANCE);
         locks::rules::end_waits_of(ctx, range)?;

@@ -9,6 +9,7 @@
 
 // Remote access: who a connection acts as (`auth`), what its token's grants allow (`scopes`).
 pub mod agents;
+pub mod areas;
 pub mod auth;
 pub mod idempotency;
 pub mod instances;

@@ -767,7 +767,6 @@ pub(crate) fn end_session_leases(ctx: &mut WriteCtx<'_>, session_id: &str) -> Re
 
 /// A connection closed: its `release_on_disconnect` leases end as `abandoned`, its waits end.
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
-    ctx.tasks.connection_closed(connection);
     for (key, queued) in shared_waits_of(ctx, |c| c == connection) {
         left_queue(ctx, &key, Some(queued))?;
     }

@@ -260,6 +260,13 @@ pub fn acquire_next(
     Ok(Served::Later)
 }
 
+/// A connection closed: its waits for nodes leave their queue (its node leases run on to
+/// their deadlines, as a worker's that lost its connection would).
+pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
+    ctx.tasks.connection_closed(connection);
+    Ok(())
+}
+
 /// Hands runnable nodes to waiting workers, first come first served (each to the first
 /// waiter whose labels allow it); a worker waiting on a task that can offer nothing more
 /// gets null at once.

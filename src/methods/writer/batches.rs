@@ -14,10 +14,8 @@ use crate::log_limit::Limited;
 use crate::store::boundary::StorageHealth;
 use crate::store::boundary::WriteStorage;
 
-use super::super::agents;
+use super::super::areas;
 use super::super::idempotency;
-use super::super::locks;
-use super::super::tasks;
 use super::*;
 
 pub(super) struct WriterLoop {
@@ -264,9 +262,7 @@ impl WriterLoop {
                 &mut no_reply,
                 &mut deferred,
             );
-            locks::recover(&mut ctx)?;
-            tasks::recover(&mut ctx)?;
-            agents::recover(&mut ctx)?;
+            areas::recover(&mut ctx)?;
             self.memory.store_counters(self.writes.storage())?;
             self.writes
                 .storage()
@@ -580,11 +576,7 @@ impl WriterLoop {
             if head != self.memory.revision || changed.any() {
                 self.memory.revision = head;
                 self.memory.reload_some(storage, now_ms, mono_now, changed);
-                let serve = [
-                    locks::serve_waiters,
-                    tasks::serve_waiters,
-                    agents::serve_waiters,
-                ];
+                let serve = areas::serve_waiters;
                 let upkept = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, serve);
                 if let Err(err) = upkept {
                     *lock_state_suspect = true;
@@ -594,7 +586,7 @@ impl WriterLoop {
         }
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
-            let expire = [locks::expire_due, tasks::expire_due, agents::expire_due];
+            let expire = areas::expire_due;
             let expired = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, expire);
             if let Err(err) = expired {
                 *lock_state_suspect = true;
@@ -712,11 +704,11 @@ fn upkeep(
     now_ms: i64,
     mono_now: Duration,
     deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
-    steps: [Upkeep; 3],
+    step: Upkeep,
 ) -> Result<()> {
     let mut no_reply = None;
     let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
-    steps.iter().try_for_each(|step| step(&mut ctx))
+    step(&mut ctx)
 }
 
 /// Runs `f` in the open batch as a request with no reply of its own (a step of work in the
