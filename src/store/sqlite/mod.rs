@@ -190,6 +190,15 @@ pub fn open(path: &Path, now_ms: i64) -> Result<(SqliteReads, OpenWrites, i64, i
 pub struct SqliteReads(r2d2::Pool<SqliteConnectionManager>);
 
 impl SqliteReads {
+    /// A pooled read connection, out of any transaction a read that panicked left open.
+    fn connection(&self) -> Result<r2d2::PooledConnection<SqliteConnectionManager>> {
+        let conn = self.0.get()?;
+        if !conn.is_autocommit() {
+            conn.prepare_cached("ROLLBACK")?.execute([])?;
+        }
+        Ok(conn)
+    }
+
     /// Runs a read on a pooled read connection, inside one read transaction: every
     /// statement of `f` sees the same snapshot (the last state committed before its first
     /// statement), so e.g. Export's revision and records always agree. An error of `f` is
@@ -199,11 +208,7 @@ impl SqliteReads {
         health: &StorageHealth,
         f: impl FnOnce(&dyn Storage) -> Result<T>,
     ) -> Result<T> {
-        let conn = self.0.get()?;
-        if !conn.is_autocommit() {
-            // A read that panicked left its transaction open.
-            conn.prepare_cached("ROLLBACK")?.execute([])?;
-        }
+        let conn = self.connection()?;
         conn.prepare_cached("BEGIN")?.execute([])?;
         let result = f(&*conn);
         // Nothing was written: ending the snapshot cannot lose anything.
@@ -227,11 +232,7 @@ impl SqliteReads {
         health: &StorageHealth,
         f: impl FnOnce(&dyn Storage) -> Result<T>,
     ) -> Result<T> {
-        let conn = self.0.get()?;
-        if !conn.is_autocommit() {
-            // A read that panicked left its transaction open.
-            conn.prepare_cached("ROLLBACK")?.execute([])?;
-        }
+        let conn = self.connection()?;
         let result = f(&*conn);
         if let Err(err) = &result {
             health.note_error(err);
