@@ -12,6 +12,7 @@ mod held;
 mod memory;
 pub mod rules;
 mod shown;
+mod upkeep;
 
 pub use memory::LockState;
 pub use rules::{expire_due, recover, serve_waiters};
