@@ -519,11 +519,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
 
 /// The lease on `key`, if `presented` is it: its id, presented with the token that
 /// obtained it (another token's request gets 410 as if the id did not exist).
-fn own_lease(
-    ctx: &mut WriteCtx<'_>,
-    key: &ResourceKey,
-    presented: &Presented,
-) -> Result<LeaseRow> {
+fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -> Result<LeaseRow> {
     match ctx.locks.held.by_id(&presented.lease_id) {
         Some(row) if row.resource_key == key.key && row.token_id == presented.token_id => {
             return Ok(row.clone())
