@@ -12,7 +12,6 @@ type Hook = fn(&mut WriteCtx<'_>) -> Result<()>;
 
 /// One area's part in the writer's upkeep.
 pub struct Area {
-    pub name: &'static str,
     /// Rebuilds the area's memory from storage (at start, and after a rollback).
     pub recover: Hook,
     /// Ends what is due (leases, waits, sessions).
@@ -26,21 +25,18 @@ pub struct Area {
 /// Every area, in the order their upkeep runs.
 pub const AREAS: [Area; 3] = [
     Area {
-        name: "locks",
         recover: locks::recover,
         expire_due: locks::expire_due,
         serve_waiters: locks::serve_waiters,
         connection_closed: locks::rules::connection_closed,
     },
     Area {
-        name: "tasks",
         recover: tasks::recover,
         expire_due: tasks::expire_due,
         serve_waiters: tasks::serve_waiters,
         connection_closed: tasks::rules::connection_closed,
     },
     Area {
-        name: "agents",
         recover: agents::recover,
         expire_due: agents::expire_due,
         serve_waiters: agents::serve_waiters,
