@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::methods::writer::Writer;
+use crate::methods::areas::Writer;
 use crate::methods::{self, system};
 use crate::metrics::Metrics;
 use crate::store::Store;

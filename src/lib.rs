@@ -4,8 +4,10 @@
 //!
 //! Layout, top to bottom (imports run downwards only; ARCHITECTURE.md has the map):
 //! - `server`: the socket, connections, the sweeper and the daemon's life cycle.
-//! - `methods`: one handler per wire method, the rules (state, locks, tasks, journal,
-//!   idempotency) and the writer thread that runs them; `app` is what every handler shares.
+//! - `methods`: one handler per wire method and the rules (state, locks, tasks, agents,
+//!   journal, retention); `methods::areas` lists what the rules keep on the writer.
+//! - `engine`: the writer thread (batches, group commit, idempotency, the scheduler of
+//!   deadlines), generic over the areas it runs and naming none.
 //! - `store`: storage. `boundary` is what the rules ask of it (traits); the rest is
 //!   SQLite's side of those traits (the SQL of each area, the read pool, migrations).
 //! - `protocol`, `json`, `error`: the wire types, value rules and errors, used by all.
@@ -17,6 +19,7 @@ pub mod bridge;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub(crate) mod json;
 pub(crate) mod log_limit;

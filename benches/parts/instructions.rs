@@ -43,7 +43,7 @@ fn dumped(out: &Path, dump: usize) -> (u64, u64) {
             .and_then(|n| n.trim().parse().ok())
             .unwrap_or(0);
         all += count;
-        if text.contains("baton::methods::writer::batches::WriterLoop::run_batch") {
+        if text.contains("baton::engine::batches::WriterLoop") {
             writer += count;
         }
     }

@@ -498,7 +498,7 @@ impl Method for CreateTokenParams {
 
 /// Stores a new token with `secret` and journals it (never the secret).
 fn create_token(
-    ctx: &mut crate::methods::writer::WriteCtx<'_>,
+    ctx: &mut crate::methods::areas::WriteCtx<'_>,
     secret: String,
     name: String,
     scopes: Vec<String>,

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use crate::error::Result;
 
+use super::areas::WriteCtx;
 use super::locks;
-use super::writer::WriteCtx;
 
 /// How many connection ids each daemon numbers from its base.
 const CONNECTIONS_PER_INSTANCE: u64 = 1 << 32;
@@ -21,7 +21,7 @@ pub fn heartbeat_write(
     instance_id: String,
     connection_base: u64,
     timeout_ms: i64,
-) -> super::writer::WriteFn {
+) -> super::areas::WriteFn {
     Box::new(move |ctx| {
         heartbeat(ctx, &instance_id, connection_base, timeout_ms)?;
         Ok(None)
@@ -41,9 +41,10 @@ fn heartbeat(
     for base in silent {
         let theirs = |c: &u64| (base..base.saturating_add(CONNECTIONS_PER_INSTANCE)).contains(c);
         let connections: BTreeSet<u64> = ctx
+            .memory
             .locks
             .connections()
-            .chain(ctx.agents.connections())
+            .chain(ctx.memory.agents.connections())
             .filter(theirs)
             .collect();
         if !connections.is_empty() {
@@ -53,7 +54,7 @@ fn heartbeat(
             );
         }
         for connection in connections {
-            super::areas::connection_closed(ctx, connection)?;
+            <super::areas::Memory as crate::engine::Areas>::connection_closed(ctx, connection)?;
         }
         let range = base..base.saturating_add(CONNECTIONS_PER_INSTANCE);
         locks::rules::end_waits_of(ctx, range)?;

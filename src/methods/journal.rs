@@ -11,11 +11,12 @@ use crate::store::boundary::{Journal, NewEvent, Storage};
 
 pub use crate::protocol::journal::*;
 
+use super::areas::WriteCtx;
 use super::state::check_value;
-use super::writer::{Served, WriteCtx};
 use super::{
     limit_or_default, read, ready, reply, write, write_in_steps, Ctx, Limits, Method, Plan,
 };
+use crate::engine::Served;
 
 /// Appends one event with `seq` (taken from `ctx.next_revision()` by the caller),
 /// stamped with the batch's time.
@@ -102,7 +103,7 @@ pub fn compact_step(ctx: &mut WriteCtx<'_>, before_seq: u64) -> Result<(u64, u64
     ctx.outcomes().store_held()?;
     let deleted = ctx.journal().remove_before(upto)?;
     // The writer's copies of recent task events may include some that are gone now.
-    ctx.tasks.forget_recent();
+    ctx.memory.tasks.forget_recent();
     Ok((upto, deleted))
 }
 

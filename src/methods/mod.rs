@@ -11,18 +11,16 @@
 pub mod agents;
 pub mod areas;
 pub mod auth;
-pub mod idempotency;
 pub mod instances;
 pub mod journal;
 pub mod locks;
 pub mod operator;
 pub mod paging;
-mod schedule;
+pub mod retention;
 pub mod scopes;
 pub mod state;
 pub mod system;
 pub mod tasks;
-pub mod writer;
 
 pub use paging::{limit_or_default, MAX_PAGE};
 
@@ -38,8 +36,9 @@ use crate::app::App;
 use crate::error::{Error, Result};
 use crate::store::boundary::{Foreseen, Storage};
 
-use idempotency::Idempotency;
-use writer::{ReadFn, Reply, Served, WriteCtx, WriteFn};
+use crate::engine::idempotency::Idempotency;
+use crate::engine::{ReadFn, Reply, Served};
+use areas::{WriteCtx, WriteFn};
 
 /// Size limits that checks before queueing need.
 pub struct Limits {

@@ -6,8 +6,9 @@
 
 use serde_json::value::RawValue;
 
-use super::writer::{Served, WriteCtx};
+use super::areas::WriteCtx;
 use super::Presented;
+use crate::engine::Served;
 use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;
 use crate::store::boundary::{NewEvent, NewVersion, Records, StoredVersion};
@@ -460,7 +461,7 @@ fn write_version(
 ) -> Result<Written> {
     let updated_by = origin.updated_by;
     let version = previous.map_or(0, |c| c.version) + 1;
-    ctx.wrote_version(version);
+    ctx.memory.retention.wrote_version(version);
     let revision = ctx.next_revision();
     ctx.records().store_version(&NewVersion {
         namespace,

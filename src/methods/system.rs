@@ -143,20 +143,27 @@ fn metrics(app: &App, storage: &dyn Storage) -> Result<MetricsResult> {
             wal_bytes,
         },
         locks: LockFigures {
-            live: stats.live_locks.load(std::sync::atomic::Ordering::Relaxed),
+            live: stats
+                .areas
+                .live_locks
+                .load(std::sync::atomic::Ordering::Relaxed),
             waiting: stats
+                .areas
                 .lock_waiters
                 .load(std::sync::atomic::Ordering::Relaxed),
             watching: stats
+                .areas
                 .lock_watchers
                 .load(std::sync::atomic::Ordering::Relaxed),
         },
         tasks,
         nodes,
         inbox_waiters: stats
+            .areas
             .inbox_waiters
             .load(std::sync::atomic::Ordering::Relaxed),
         node_waiters: stats
+            .areas
             .node_waiters
             .load(std::sync::atomic::Ordering::Relaxed),
     })

@@ -27,9 +27,9 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::SharedApp;
+use crate::engine::Reply;
 use crate::error::{Error, Result};
 use crate::log_limit::Limited;
-use crate::methods::writer::Reply;
 use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 

@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use crate::app::App;
 use crate::clock::Clock;
 use crate::config::{check_trusted, Config, Database};
-use crate::methods::writer::Writer;
+use crate::methods::areas::{Memory, Writer};
 use crate::store::Store;
 
 /// After the grace, how long closed connections get to finish before the daemon exits anyway.
@@ -433,9 +433,9 @@ pub async fn run(config: Config, clock: Arc<dyn Clock>) -> Result<(), StartError
             config.test_lose_commit_answers,
         )?,
     };
-    let retention = crate::methods::writer::Retention::of(&config);
+    let memory = Memory::new(crate::methods::retention::Retention::of(&config));
     let (writer, writer_thread) =
-        Writer::spawn(writes, store.health().clone(), clock.clone(), retention)
+        Writer::spawn(writes, store.health().clone(), clock.clone(), memory)
             .map_err(|e| crate::store::OpenError::Start(e.to_string()))?;
     if let Some(path) = &sqlite {
         write_database_marker(path, store.database_id);

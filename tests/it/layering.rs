@@ -2,7 +2,8 @@
 //! name (`crate::`, `self::`, `super::` chains resolved from the module they are written
 //! in, and the binaries' `baton::`): each room of `src/` imports only what `ALLOWED` lists
 //! for it. The wire types (`protocol`, `json`, `error`) import nothing of Baton's above
-//! them, storage (`store`) neither the rules nor the server, the rules (`methods`) storage
+//! them, storage (`store`) neither the rules nor the server, the engine (`engine`) no rule
+//! and no area, the rules (`methods`) storage
 //! only through `store::boundary`, the clients (`client`, `bridge`) only the wire; and no
 //! rule speaks SQL.
 
@@ -42,6 +43,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "store",
         &["clock", "error", "json", "protocol", "resource_key"],
     ),
+    // The engine runs the writer over any areas: it names none, nor any rule.
+    (
+        "engine",
+        &[
+            "clock",
+            "error",
+            "json",
+            "log_limit",
+            "protocol",
+            "store::boundary",
+        ],
+    ),
     // The rules reach storage only through the boundary.
     (
         "methods",
@@ -49,6 +62,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "app",
             "clock",
             "config",
+            "engine",
             "error",
             "json",
             "log_limit",
@@ -69,6 +83,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "app",
             "clock",
             "config",
+            "engine",
             "error",
             "json",
             "log_limit",

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::store::boundary::Agents;
 
-use super::super::schedule::{Due, Schedule};
-use super::super::writer::{Reply, ReplyTx};
+use crate::engine::schedule::{Due, Schedule};
+use crate::engine::{Reply, ReplyTx};
 
 /// A ReadInbox waiting for a message.
 pub(super) struct InboxWaiter {

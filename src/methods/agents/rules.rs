@@ -23,8 +23,10 @@ use crate::protocol::reply;
 use crate::store::boundary::{MessageRow, NameOwner, NewEvent, SessionRow, Storage};
 
 use super::super::journal::append;
-use super::super::schedule::Due;
-use super::super::writer::{Served, WriteCtx};
+use crate::engine::schedule::Due;
+use crate::engine::Served;
+
+use super::super::areas::WriteCtx;
 use super::super::Presented;
 use super::memory::InboxWaiter;
 
@@ -171,7 +173,8 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
         serde_json::json!({"role": r.role, "expires_at": format_ms(expires_at)}),
     )?;
     let deadline = ctx.mono_now + Duration::from_millis(r.ttl_ms);
-    ctx.agents
+    ctx.memory
+        .agents
         .track(r.name.clone(), session_id.clone(), deadline, connection);
     Ok(RegisterAgentResult {
         name: r.name,
@@ -190,8 +193,8 @@ pub fn heartbeat(
     ctx.roster()
         .touch_session(&session.name, ctx.now_ms, expires_at)?;
     let deadline = ctx.mono_now + Duration::from_millis(ttl_ms);
-    ctx.agents.forget(&session.name);
-    ctx.agents.track(
+    ctx.memory.agents.forget(&session.name);
+    ctx.memory.agents.track(
         session.name,
         session.session_id,
         deadline,
@@ -260,8 +263,8 @@ fn end_session_as(
     super::super::state::delete_session_keys(ctx, &session.session_id, &session.name)?;
     ctx.roster().delete_session(&session.name)?;
     let seq = event(ctx, EventType::AgentLeft, &session.name, data)?;
-    ctx.agents.forget(&session.name);
-    for waiter in ctx.agents.take_waiters(&session.name) {
+    ctx.memory.agents.forget(&session.name);
+    for waiter in ctx.memory.agents.take_waiters(&session.name) {
         let ended = Error::LeaseInvalid {
             message: format!(
                 "the session ended ({reason}) while it waited; register again with RegisterAgent"
@@ -339,7 +342,7 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
         &names,
     )?;
     for name in &names {
-        for waiter in ctx.agents.take_waiters(name) {
+        for waiter in ctx.memory.agents.take_waiters(name) {
             let answer =
                 inbox(ctx.storage(), name, waiter.after, waiter.limit).and_then(|r| reply(&r));
             ctx.deferred.push((waiter.reply, answer));
@@ -354,15 +357,19 @@ pub fn send(ctx: &mut WriteCtx<'_>, presented: &Presented, s: Send) -> Result<Se
 /// Answers the readers waiting on an inbox that a message reached meanwhile (one sent
 /// through another daemon sharing the database); the others go on waiting.
 pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
-    for name in ctx.agents.awaited() {
+    for name in ctx.memory.agents.awaited() {
         let mut i = 0;
-        while let Some(waiter) = ctx.agents.waiter(&name, i) {
+        while let Some(waiter) = ctx.memory.agents.waiter(&name, i) {
             let gone = waiter.reply.is_closed();
             if !gone && ctx.roster().inbox_count(&name, waiter.after, None)? == 0 {
                 i += 1;
                 continue;
             }
-            let waiter = ctx.agents.take_waiter(&name, i).expect("index in range");
+            let waiter = ctx
+                .memory
+                .agents
+                .take_waiter(&name, i)
+                .expect("index in range");
             if !gone {
                 let answer =
                     inbox(ctx.storage(), &name, waiter.after, waiter.limit).and_then(|r| reply(&r));
@@ -393,7 +400,7 @@ pub fn read(
         ));
     };
     let deadline = ctx.mono_now + Duration::from_millis(r.wait_ms);
-    ctx.agents.wait(
+    ctx.memory.agents.wait(
         deadline,
         InboxWaiter {
             name: session.name,
@@ -471,13 +478,13 @@ pub fn list(storage: &dyn Storage, after: Option<&str>, limit: u64) -> Result<Li
 
 /// Ends sessions whose deadline passed and answers reads whose wait ran out (empty).
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
-    while let Some(due) = ctx.agents.pop_due(ctx.mono_now) {
+    while let Some(due) = ctx.memory.agents.pop_due(ctx.mono_now) {
         match due {
             Due::Lease(name) => match ctx.roster().session(&name)? {
-                Some(s) if ctx.agents.session_of(&name) == Some(s.session_id.as_str()) => {
+                Some(s) if ctx.memory.agents.session_of(&name) == Some(s.session_id.as_str()) => {
                     end_session(ctx, &s, "expired")?;
                 }
-                _ => ctx.agents.forget(&name),
+                _ => ctx.memory.agents.forget(&name),
             },
             Due::Wait(w) => {
                 let answer = reply(&ReadInboxResult {
@@ -488,13 +495,13 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
             }
         }
     }
-    ctx.agents.compact();
+    ctx.memory.agents.compact();
     Ok(())
 }
 
 /// A connection closed: its `release_on_disconnect` sessions end (`disconnected`).
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
-    for name in ctx.agents.connection_closed(connection) {
+    for name in ctx.memory.agents.connection_closed(connection) {
         if let Some(s) = ctx.roster().session(&name)? {
             end_session(ctx, &s, "disconnected")?;
         }
@@ -514,7 +521,8 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             // Shared: see `locks::rules::recover`.
             let remaining = Duration::from_millis((s.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.agents
+            ctx.memory
+                .agents
                 .track(s.name, s.session_id, deadline, s.holder_connection);
         }
     }

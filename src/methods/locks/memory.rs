@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::resource_key::ResourceKey;
 
-use super::super::schedule::Schedule;
-use super::super::writer::{Reply, ReplyTx};
+use crate::engine::schedule::Schedule;
+use crate::engine::{Reply, ReplyTx};
 use crate::store::boundary::{LeaseRow, Leases, QueuedWait};
 
 use super::conflicts::Want;

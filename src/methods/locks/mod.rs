@@ -225,7 +225,7 @@ impl Method for WaitResourceLockParams {
 /// the writer. Err when the writer cannot take it (the leases then expire by their ttl).
 pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
     app.writer.detached(Box::new(move |ctx| {
-        super::areas::connection_closed(ctx, connection)?;
+        <super::areas::Memory as crate::engine::Areas>::connection_closed(ctx, connection)?;
         Ok(None)
     }))
 }

@@ -25,8 +25,10 @@ use crate::resource_key::ResourceKey;
 use crate::store::boundary::{LeaseEnd, LeaseRow, NewEvent, NewLease, QueuedWait};
 
 use super::super::journal::append;
-use super::super::schedule::Due;
-use super::super::writer::{Reply, Served, WriteCtx};
+use crate::engine::schedule::Due;
+use crate::engine::{Reply, Served};
+
+use super::super::areas::WriteCtx;
 use super::super::Presented;
 use super::conflicts::{blockers, Visible, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
@@ -68,7 +70,7 @@ pub struct ReleaseRequest {
 fn lease_invalid(ctx: &WriteCtx<'_>, key: &str, why: &str) -> Result<Error> {
     let mut data = serde_json::Map::new();
     data.insert("resource_key".into(), key.into());
-    let holder = ctx.locks.held.holders(key).into_iter().next();
+    let holder = ctx.memory.locks.held.holders(key).into_iter().next();
     let next = match &holder {
         Some(row) => {
             data.insert(
@@ -142,7 +144,7 @@ fn end_lease_as(
             ..NewEvent::of(kind)
         },
     )?;
-    ctx.locks.forget(&row.lease_id);
+    ctx.memory.locks.forget(&row.lease_id);
     Ok(seq)
 }
 
@@ -163,7 +165,7 @@ pub struct BreakRequest {
 /// Nothing to break is 404, before anything is written.
 pub fn break_lock(ctx: &mut WriteCtx<'_>, request: BreakRequest) -> Result<BreakLockResult> {
     let key = &request.key.key;
-    let holders = ctx.locks.held.holders(key);
+    let holders = ctx.memory.locks.held.holders(key);
     let any = !holders.is_empty();
     let rows: Vec<LeaseRow> = holders
         .into_iter()
@@ -230,19 +232,19 @@ pub fn break_lock(ctx: &mut WriteCtx<'_>, request: BreakRequest) -> Result<Break
 /// Ends every lease whose deadline has passed and every wait that has run out.
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut ended = false;
-    while let Some(due) = ctx.locks.schedule.pop_due(ctx.mono_now) {
+    while let Some(due) = ctx.memory.locks.schedule.pop_due(ctx.mono_now) {
         match due {
-            Due::Lease(lease_id) => match ctx.locks.held.by_id(&lease_id).cloned() {
+            Due::Lease(lease_id) => match ctx.memory.locks.held.by_id(&lease_id).cloned() {
                 Some(row) => {
                     end_lease(ctx, &row, "expired", None, None)?;
                     ended = true;
                 }
-                None => ctx.locks.forget(&lease_id),
+                None => ctx.memory.locks.forget(&lease_id),
             },
             Due::Wait(Wait::Acquire(waiter)) => {
                 left_queue(ctx, &waiter.request.key.key, waiter.queued)?;
                 let request = &waiter.request;
-                let answer = match blockers(&ctx.locks.held, &request.key, request.want) {
+                let answer = match blockers(&ctx.memory.locks.held, &request.key, request.want) {
                     Ok(Some(b)) => busy(&request.key, &b.seen_by(&request.visible), ctx.now_ms),
                     // Freed in this same instant: the waiter gets it.
                     Ok(None) => grant(ctx, request).and_then(|r| reply(&r)),
@@ -251,7 +253,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 ctx.deferred.push((waiter.reply, answer));
             }
             Due::Wait(Wait::Watch(w)) => {
-                let answer = match blockers(&ctx.locks.held, &w.key, Want::EXCLUSIVE)? {
+                let answer = match blockers(&ctx.memory.locks.held, &w.key, Want::EXCLUSIVE)? {
                     Some(b) => reply(&WaitResult::Timeout {
                         resource_key: w.key.key.clone(),
                         held_by: held_by(&b.seen_by(&w.visible).rows[0], ctx.now_ms)?,
@@ -266,7 +268,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     if ended {
         serve_waiters(ctx)?;
     }
-    ctx.locks.schedule.compact();
+    ctx.memory.locks.schedule.compact();
     Ok(())
 }
 
@@ -288,11 +290,11 @@ fn wait_available(ctx: &WriteCtx<'_>, w: &Watcher) -> Result<Reply> {
 /// one per grant. A token handed to a request that is then refused is never handed out
 /// again; a batch rolled back stores nothing, and the next one counts from storage.
 fn next_fencing_token(ctx: &mut WriteCtx<'_>) -> Result<u64> {
-    let last = match ctx.locks.fencing {
+    let last = match ctx.memory.locks.fencing {
         Some(last) => last,
         None => ctx.leases().last_fencing_token()?,
     };
-    ctx.locks.fencing = Some(last + 1);
+    ctx.memory.locks.fencing = Some(last + 1);
     Ok(last + 1)
 }
 
@@ -350,7 +352,9 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         slots: request.want.slots,
     };
     let deadline = ctx.mono_now + Duration::from_millis(request.ttl_ms);
-    ctx.locks.track(row.clone(), deadline, request.connection);
+    ctx.memory
+        .locks
+        .track(row.clone(), deadline, request.connection);
     let previous = ctx.outcomes().previous(&request.key.key)?;
     Ok(AcquireResult::Acquired(lease(&row, ctx.now_ms, previous)?))
 }
@@ -366,13 +370,14 @@ pub fn acquire(
         let given = Some(request.owner.as_str()).filter(|o| !o.is_empty());
         request.owner = super::super::agents::rules::session_name(ctx, presented, "owner", given)?;
     }
-    let holders = ctx.locks.held.holders(&request.key.key);
+    let holders = ctx.memory.locks.held.holders(&request.key.key);
     if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {
         let previous = ctx.outcomes().previous(&row.resource_key)?;
         let mut lease = lease(&row, ctx.now_ms, previous)?;
         // Anyone can say an owner's name; only the connection that acquired the lease
         // is shown its id again.
         let same_connection = ctx
+            .memory
             .locks
             .schedule
             .lease(&row.lease_id)
@@ -384,19 +389,19 @@ pub fn acquire(
     }
     // Waiters queued before this caller go first: serve them before judging this request.
     let key = request.key.key.clone();
-    if ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
+    if ctx.memory.locks.schedule.has_queue(Queue::Acquire, &key) {
         serve_waiters(ctx)?;
     }
-    let mut in_the_way = blockers(&ctx.locks.held, &request.key, request.want)?;
+    let mut in_the_way = blockers(&ctx.memory.locks.held, &request.key, request.want)?;
     // Someone still queued (an exclusive request behind shared holders) keeps later
     // requests behind it, whatever they ask for: no writer starves.
-    if in_the_way.is_none() && ctx.locks.schedule.has_queue(Queue::Acquire, &key) {
-        in_the_way = blockers(&ctx.locks.held, &request.key, Want::EXCLUSIVE)?;
+    if in_the_way.is_none() && ctx.memory.locks.schedule.has_queue(Queue::Acquire, &key) {
+        in_the_way = blockers(&ctx.memory.locks.held, &request.key, Want::EXCLUSIVE)?;
     }
     // On a shared database, a key another daemon's waiter is queued for is promised to it
     // even while free (that daemon hands it over once it sees the key freed): a request
     // that waits queues behind. One that does not wait takes a free key.
-    let queued_elsewhere = wait_ms > 0 && ctx.locks.first_queued(&key).is_some();
+    let queued_elsewhere = wait_ms > 0 && ctx.memory.locks.first_queued(&key).is_some();
     match in_the_way {
         None if !queued_elsewhere => return grant(ctx, &request).map(Served::Now),
         Some(in_the_way) if wait_ms == 0 => {
@@ -423,7 +428,7 @@ pub fn acquire(
             };
             wait.queued = shared.queue_wait(&wait)?;
             let queued = wait.queued;
-            ctx.locks.note_wait(wait);
+            ctx.memory.locks.note_wait(wait);
             Some(queued)
         }
         None => None,
@@ -434,7 +439,8 @@ pub fn acquire(
         queued,
         since_ms: ctx.now_ms,
     });
-    ctx.locks
+    ctx.memory
+        .locks
         .schedule
         .enqueue(Queue::Acquire, key, Some(deadline), waiter);
     Ok(Served::Later)
@@ -443,6 +449,7 @@ pub fn acquire(
 /// Hands free keys to their first live waiters, and tells watchers of free keys.
 pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let keys: Vec<String> = ctx
+        .memory
         .locks
         .schedule
         .queue_keys(Queue::Acquire)
@@ -450,8 +457,8 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
         .collect();
     for key in keys {
         loop {
-            let first_anywhere = ctx.locks.first_queued(&key);
-            let queues = &mut ctx.locks.schedule;
+            let first_anywhere = ctx.memory.locks.first_queued(&key);
+            let queues = &mut ctx.memory.locks.schedule;
             let Some(front) = queues.front(Queue::Acquire, &key) else {
                 queues.remove_queue(Queue::Acquire, &key);
                 break;
@@ -474,7 +481,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                     break;
                 }
             }
-            let judged = blockers(&ctx.locks.held, front.key(), front.want());
+            let judged = blockers(&ctx.memory.locks.held, front.key(), front.want());
             if matches!(judged, Ok(Some(_))) {
                 break;
             }
@@ -492,22 +499,23 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     }
     // Every watcher of a key waits on the same key: all are told together.
     let keys: Vec<String> = ctx
+        .memory
         .locks
         .schedule
         .queue_keys(Queue::Watch)
         .cloned()
         .collect();
     for key in keys {
-        let queues = &mut ctx.locks.schedule;
+        let queues = &mut ctx.memory.locks.schedule;
         queues.retain_in(Queue::Watch, &key, |w| !w.reply().is_closed());
         let Some(front) = queues.front(Queue::Watch, &key) else {
             queues.remove_queue(Queue::Watch, &key);
             continue;
         };
-        if blockers(&ctx.locks.held, front.key(), Want::EXCLUSIVE)?.is_some() {
+        if blockers(&ctx.memory.locks.held, front.key(), Want::EXCLUSIVE)?.is_some() {
             continue;
         }
-        for w in ctx.locks.schedule.remove_queue(Queue::Watch, &key) {
+        for w in ctx.memory.locks.schedule.remove_queue(Queue::Watch, &key) {
             if let Wait::Watch(w) = w {
                 let answer = wait_available(ctx, &w);
                 ctx.deferred.push((w.reply, answer));
@@ -520,13 +528,13 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
 /// The lease on `key`, if `presented` is it: its id, presented with the token that
 /// obtained it (another token's request gets 410 as if the id did not exist).
 fn own_lease(ctx: &mut WriteCtx<'_>, key: &ResourceKey, presented: &Presented) -> Result<LeaseRow> {
-    match ctx.locks.held.by_id(&presented.lease_id) {
+    match ctx.memory.locks.held.by_id(&presented.lease_id) {
         Some(row) if row.resource_key == key.key && row.token_id == presented.token_id => {
             return Ok(row.clone())
         }
         _ => {}
     }
-    match ctx.locks.held.holders(&key.key).is_empty() {
+    match ctx.memory.locks.held.holders(&key.key).is_empty() {
         false => Err(lease_invalid(ctx, &key.key, "not the current lease")?),
         true => {
             let why = match ctx.outcomes().previous(&key.key)? {
@@ -551,15 +559,16 @@ pub fn heartbeat(
     ctx.leases()
         .extend_lease(&row.resource_key, &row.lease_id, expires_at)?;
     let acquired_on = ctx
+        .memory
         .locks
         .schedule
         .lease(&row.lease_id)
         .map(|l| l.data.acquired_on)
         .unwrap_or_default();
-    ctx.locks.forget(&row.lease_id);
+    ctx.memory.locks.forget(&row.lease_id);
     row.expires_at = expires_at;
     let deadline = ctx.mono_now + Duration::from_millis(ttl_ms);
-    ctx.locks.track(row, deadline, acquired_on);
+    ctx.memory.locks.track(row, deadline, acquired_on);
     Ok(HeartbeatResult {
         resource_key: key.key.clone(),
         expires_at: format_ms(expires_at),
@@ -593,20 +602,22 @@ pub fn status(
     key: &ResourceKey,
     visible: &Visible,
 ) -> Result<StatusResult> {
-    Ok(match blockers(&ctx.locks.held, key, Want::EXCLUSIVE)? {
-        Some(b) => {
-            let b = b.seen_by(visible);
-            StatusResult::Held {
-                resource_key: key.key.clone(),
-                held_by: holders(&b, ctx.now_ms)?,
-                conflicting_key: b.conflicting_key,
+    Ok(
+        match blockers(&ctx.memory.locks.held, key, Want::EXCLUSIVE)? {
+            Some(b) => {
+                let b = b.seen_by(visible);
+                StatusResult::Held {
+                    resource_key: key.key.clone(),
+                    held_by: holders(&b, ctx.now_ms)?,
+                    conflicting_key: b.conflicting_key,
+                }
             }
-        }
-        None => StatusResult::Available {
-            resource_key: key.key.clone(),
-            previous: ctx.outcomes().previous(&key.key)?,
+            None => StatusResult::Available {
+                resource_key: key.key.clone(),
+                previous: ctx.outcomes().previous(&key.key)?,
+            },
         },
-    })
+    )
 }
 
 /// A page of ListResourceLocks: the leases after (key, fencing token), at most `limit`.
@@ -674,7 +685,7 @@ pub fn list(
     };
     let mut waiting: Vec<WaitingEntry> = if ctx.leases().shared_waits().is_some() {
         // Every daemon's waiters, each key's in the order they are served.
-        let waits = ctx.locks.queued_anywhere.iter();
+        let waits = ctx.memory.locks.queued_anywhere.iter();
         waits
             .filter(|(key, _)| spanned(key))
             .flat_map(|(_, waits)| waits.values())
@@ -684,11 +695,11 @@ pub fn list(
                 owner: w.owner.clone(),
                 mode: w.mode,
                 slots: w.slots,
-                since: ctx.locks.waiting_since(w.queued),
+                since: ctx.memory.locks.waiting_since(w.queued),
             })
             .collect()
     } else {
-        let schedule = &ctx.locks.schedule;
+        let schedule = &ctx.memory.locks.schedule;
         schedule
             .queue_keys(Queue::Acquire)
             .filter(|key| spanned(key))
@@ -722,7 +733,7 @@ pub fn wait(
     connection: u64,
     visible: Visible,
 ) -> Result<Served<WaitResult>> {
-    let Some(in_the_way) = blockers(&ctx.locks.held, &key, Want::EXCLUSIVE)? else {
+    let Some(in_the_way) = blockers(&ctx.memory.locks.held, &key, Want::EXCLUSIVE)? else {
         return Ok(Served::Now(WaitResult::Available {
             previous: ctx.outcomes().previous(&key.key)?,
             resource_key: key.key,
@@ -748,7 +759,8 @@ pub fn wait(
         reply,
         visible,
     });
-    ctx.locks
+    ctx.memory
+        .locks
         .schedule
         .enqueue(Queue::Watch, queue, Some(deadline), watcher);
     Ok(Served::Later)

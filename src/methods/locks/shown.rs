@@ -11,8 +11,8 @@ use crate::protocol::reply;
 use crate::resource_key::ResourceKey;
 use crate::store::boundary::LeaseRow;
 
-use super::super::writer::Reply;
 use super::conflicts::Blockers;
+use crate::engine::Reply;
 
 /// `data` of `lock.acquired`. The journal's objects have their keys in alphabetical order
 /// (as `serde_json::json!` writes them), so the fields are declared in that order.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-use super::super::writer::WriteCtx;
+use super::super::areas::WriteCtx;
 use super::memory::{Queue, Wait};
 use super::rules::*;
 
@@ -29,8 +29,12 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
     for (key, queued) in shared_waits_of(ctx, |c| c == connection) {
         left_queue(ctx, &key, Some(queued))?;
     }
-    ctx.locks.schedule.retain(|w| w.connection() != connection);
+    ctx.memory
+        .locks
+        .schedule
+        .retain(|w| w.connection() != connection);
     let lease_ids: Vec<String> = ctx
+        .memory
         .locks
         .by_connection
         .remove(&connection)
@@ -39,7 +43,7 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
         .collect();
     let mut ended = false;
     for lease_id in lease_ids {
-        if let Some(row) = ctx.locks.held.by_id(&lease_id).cloned() {
+        if let Some(row) = ctx.memory.locks.held.by_id(&lease_id).cloned() {
             end_lease(
                 ctx,
                 &row,
@@ -63,9 +67,9 @@ pub fn connection_unauthorized(ctx: &mut WriteCtx<'_>, connection: u64) -> Resul
     for (key, queued) in shared_waits_of(ctx, |c| c == connection) {
         left_queue(ctx, &key, Some(queued))?;
     }
-    let mut replies = ctx.locks.take_waits_of(connection);
-    replies.extend(ctx.tasks.take_waits_of(connection));
-    replies.extend(ctx.agents.take_waits_of(connection));
+    let mut replies = ctx.memory.locks.take_waits_of(connection);
+    replies.extend(ctx.memory.tasks.take_waits_of(connection));
+    replies.extend(ctx.memory.agents.take_waits_of(connection));
     if replies.is_empty() {
         return Ok(());
     }
@@ -105,7 +109,7 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             // closes, or dies and falls silent (`methods::instances`).
             let remaining = Duration::from_millis((row.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.locks.track(row, deadline, 0);
+            ctx.memory.locks.track(row, deadline, 0);
         }
     }
     Ok(())
@@ -116,11 +120,11 @@ pub fn end_waits(ctx: &mut WriteCtx<'_>) -> Result<()> {
     for (key, queued) in shared_waits_of(ctx, |_| true) {
         left_queue(ctx, &key, Some(queued))?;
     }
-    let answers = ctx.locks.cancel_waits();
+    let answers = ctx.memory.locks.cancel_waits();
     ctx.deferred.extend(answers);
-    let answers = ctx.tasks.cancel_waits();
+    let answers = ctx.memory.tasks.cancel_waits();
     ctx.deferred.extend(answers);
-    let answers = ctx.agents.cancel_waits();
+    let answers = ctx.memory.agents.cancel_waits();
     ctx.deferred.extend(answers);
     Ok(())
 }
@@ -130,7 +134,7 @@ pub fn end_waits(ctx: &mut WriteCtx<'_>) -> Result<()> {
 pub(super) fn left_queue(ctx: &mut WriteCtx<'_>, key: &str, queued: Option<u64>) -> Result<()> {
     if let (Some(queued), Some(shared)) = (queued, ctx.leases().shared_waits()) {
         shared.end_wait(queued)?;
-        ctx.locks.drop_wait(key, queued);
+        ctx.memory.locks.drop_wait(key, queued);
     }
     Ok(())
 }
@@ -141,7 +145,7 @@ pub(super) fn shared_waits_of(
     ctx: &WriteCtx<'_>,
     whose: impl Fn(u64) -> bool,
 ) -> Vec<(String, u64)> {
-    let schedule = &ctx.locks.schedule;
+    let schedule = &ctx.memory.locks.schedule;
     schedule
         .queue_keys(Queue::Acquire)
         .flat_map(|key| schedule.waiters(Queue::Acquire, key))
@@ -159,7 +163,7 @@ pub(super) fn shared_waits_of(
 pub(crate) fn end_waits_of(ctx: &mut WriteCtx<'_>, connections: Range<u64>) -> Result<()> {
     if let Some(shared) = ctx.leases().shared_waits() {
         shared.end_waits_of(connections.clone())?;
-        ctx.locks.drop_waits_of(&connections);
+        ctx.memory.locks.drop_waits_of(&connections);
         serve_waiters(ctx)?;
     }
     Ok(())

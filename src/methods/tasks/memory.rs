@@ -10,10 +10,10 @@ use serde_json::value::RawValue;
 use crate::error::{Error, Result};
 use crate::store::boundary::{Journal, Nodes};
 
-use super::super::schedule::{Due, Schedule};
-use super::super::writer::{Reply, ReplyTx};
 use super::recent::RecentEvents;
 use super::rules::NodeRequest;
+use crate::engine::schedule::{Due, Schedule};
+use crate::engine::{Reply, ReplyTx};
 
 pub(super) struct Waiter {
     pub(super) request: NodeRequest,

@@ -25,8 +25,10 @@ use crate::store::boundary::{
 };
 
 use super::super::journal::{append, appended};
-use super::super::schedule::Due;
-use super::super::writer::{Served, WriteCtx};
+use crate::engine::schedule::Due;
+use crate::engine::Served;
+
+use super::super::areas::WriteCtx;
 use super::super::Presented;
 use super::memory::{Timer, Waiter};
 
@@ -91,9 +93,9 @@ fn event(
         ..NewEvent::of(kind)
     };
     append(ctx, seq, &event)?;
-    if ctx.tasks.keeps_recent(task_id) {
+    if ctx.memory.tasks.keeps_recent(task_id) {
         let serialized = appended(ctx, seq, &event)?;
-        ctx.tasks.note_event(task_id, seq, serialized);
+        ctx.memory.tasks.note_event(task_id, seq, serialized);
     }
     Ok(seq)
 }
@@ -123,7 +125,8 @@ pub fn register(
     for (node, delay) in nodes.iter().zip(&delays) {
         if let Some(ms) = delay {
             let deadline = ctx.mono_now + Duration::from_millis(*ms);
-            ctx.tasks
+            ctx.memory
+                .tasks
                 .hold(task_id.clone(), node.node_id.clone(), deadline);
         }
     }
@@ -171,7 +174,7 @@ fn grant(
         Some(node_id),
         &data,
     )?;
-    ctx.tasks.track(
+    ctx.memory.tasks.track(
         (task_id.to_string(), node_id.to_string()),
         lease_id.clone(),
         ctx.mono_now + Duration::from_millis(request.ttl_ms),
@@ -198,9 +201,11 @@ fn grant(
             goal: node.goal,
             task_context: raw(node.task_context)?,
             dependency_results,
-            recent_events: ctx
-                .tasks
-                .recent_events(ctx.journal(), task_id, request.event_limit)?,
+            recent_events: ctx.memory.tasks.recent_events(
+                ctx.journal(),
+                task_id,
+                request.event_limit,
+            )?,
         },
     })
 }
@@ -226,7 +231,7 @@ pub fn acquire_next(
         _ => Ok(()),
     };
     // Workers already waiting go first.
-    let waiters = ctx.tasks.waiting() > 0;
+    let waiters = ctx.memory.tasks.waiting() > 0;
     if waiters {
         known_task(ctx)?;
         serve_waiters(ctx)?;
@@ -256,14 +261,14 @@ pub fn acquire_next(
         ));
     };
     let deadline = ctx.mono_now + Duration::from_millis(wait_ms);
-    ctx.tasks.wait(deadline, Waiter { request, reply });
+    ctx.memory.tasks.wait(deadline, Waiter { request, reply });
     Ok(Served::Later)
 }
 
 /// A connection closed: its waits for nodes leave their queue (its node leases run on to
 /// their deadlines, as a worker's that lost its connection would).
 pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> {
-    ctx.tasks.connection_closed(connection);
+    ctx.memory.tasks.connection_closed(connection);
     Ok(())
 }
 
@@ -272,9 +277,9 @@ pub fn connection_closed(ctx: &mut WriteCtx<'_>, connection: u64) -> Result<()> 
 /// gets null at once.
 pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut i = 0;
-    while let Some(waiter) = ctx.tasks.waiter(i) {
+    while let Some(waiter) = ctx.memory.tasks.waiter(i) {
         if waiter.reply.is_closed() {
-            ctx.tasks.take_waiter(i);
+            ctx.memory.tasks.take_waiter(i);
             continue;
         }
         let filter = waiter.request.task_id.clone();
@@ -283,7 +288,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             .runnable(filter.as_deref(), &waiter.request.label_keys)?;
         match found {
             Some((task_id, node_id)) => {
-                let waiter = ctx.tasks.take_waiter(i).expect("index in range");
+                let waiter = ctx.memory.tasks.take_waiter(i).expect("index in range");
                 let answer =
                     grant(ctx, &task_id, &node_id, &waiter.request).and_then(|n| reply(&Some(n)));
                 ctx.deferred.push((waiter.reply, answer));
@@ -292,7 +297,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
                 // Nothing for this worker; a later one may have other labels.
                 None => i += 1,
                 Some(task_id) if !ctx.nodes().has_running(&task_id)? => {
-                    let waiter = ctx.tasks.take_waiter(i).expect("index in range");
+                    let waiter = ctx.memory.tasks.take_waiter(i).expect("index in range");
                     ctx.deferred
                         .push((waiter.reply, reply(&None::<AcquiredNode>)));
                 }
@@ -352,7 +357,7 @@ pub fn heartbeat(
     let expires_at = ctx.now_ms + ttl_ms as i64;
     ctx.nodes()
         .extend_node_lease(task_id, node_id, expires_at)?;
-    ctx.tasks.track(
+    ctx.memory.tasks.track(
         (task_id.to_string(), node_id.to_string()),
         presented.lease_id.clone(),
         ctx.mono_now + Duration::from_millis(ttl_ms),
@@ -374,7 +379,7 @@ fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) ->
         None,
         &data,
     )?;
-    ctx.tasks.task_finished(task_id);
+    ctx.memory.tasks.task_finished(task_id);
     Ok(())
 }
 
@@ -426,7 +431,7 @@ pub fn complete(
             at_ms: ctx.now_ms,
         },
     )?;
-    ctx.tasks.forget(task_id, node_id);
+    ctx.memory.tasks.forget(task_id, node_id);
     let data = format!("{{\"attempt\":{},\"result\":{result}}}", node.attempts);
     let seq = event(
         ctx,
@@ -494,10 +499,11 @@ pub fn fail(
             at_ms: ctx.now_ms,
         },
     )?;
-    ctx.tasks.forget(task_id, node_id);
+    ctx.memory.tasks.forget(task_id, node_id);
     if held {
         let deadline = ctx.mono_now + Duration::from_millis(retry_delay_ms);
-        ctx.tasks
+        ctx.memory
+            .tasks
             .hold(task_id.to_string(), node_id.to_string(), deadline);
     }
     if !again && ctx.nodes().task_status(task_id)? == Some(TaskStatus::Running) {
@@ -553,7 +559,7 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult>
         return Err(no_task(task_id));
     };
     for node_id in ctx.nodes().running_nodes(task_id)? {
-        ctx.tasks.forget(task_id, &node_id);
+        ctx.memory.tasks.forget(task_id, &node_id);
     }
     let cancelled = ctx.nodes().cancel_open_nodes(task_id, ctx.now_ms)?;
     let status = match status {
@@ -667,7 +673,8 @@ pub fn retry(ctx: &mut WriteCtx<'_>, r: RetryRequest) -> Result<RetryNodeResult>
                 ctx.nodes().release_hold(&held_task, &held_node, since)?;
             } else {
                 let remaining = Duration::from_millis((ready_at - ctx.now_ms) as u64);
-                ctx.tasks
+                ctx.memory
+                    .tasks
                     .hold(held_task, held_node, ctx.mono_now + remaining);
             }
         }
@@ -713,7 +720,7 @@ fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -
             at_ms: ctx.now_ms,
         },
     )?;
-    ctx.tasks.forget(task_id, node_id);
+    ctx.memory.tasks.forget(task_id, node_id);
     Ok(())
 }
 
@@ -733,7 +740,7 @@ pub(crate) fn roll_back_session_nodes(ctx: &mut WriteCtx<'_>, session_id: &str) 
 /// ran out (with null).
 pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     let mut rolled = false;
-    while let Some(due) = ctx.tasks.pop_due(ctx.mono_now) {
+    while let Some(due) = ctx.memory.tasks.pop_due(ctx.mono_now) {
         match due {
             Due::Lease((Timer::Lease, task_id, node_id)) => {
                 roll_back(
@@ -757,7 +764,7 @@ pub fn expire_due(ctx: &mut WriteCtx<'_>) -> Result<()> {
     if rolled {
         serve_waiters(ctx)?;
     }
-    ctx.tasks.compact();
+    ctx.memory.tasks.compact();
     Ok(())
 }
 
@@ -775,7 +782,8 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         } else {
             let remaining = Duration::from_millis((lease.expires_at - ctx.now_ms) as u64);
             let deadline = ctx.mono_now + remaining;
-            ctx.tasks
+            ctx.memory
+                .tasks
                 .track((lease.task_id, lease.node_id), lease.lease_id, deadline);
         }
     }
@@ -785,7 +793,9 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
             ctx.nodes().release_hold(&task_id, &node_id, since)?;
         } else {
             let remaining = Duration::from_millis((ready_at - ctx.now_ms) as u64);
-            ctx.tasks.hold(task_id, node_id, ctx.mono_now + remaining);
+            ctx.memory
+                .tasks
+                .hold(task_id, node_id, ctx.mono_now + remaining);
         }
     }
     Ok(())

@@ -612,7 +612,7 @@ async fn events(State(http): State<Arc<Http>>, headers: HeaderMap, uri: Uri) -> 
         }
         Err(err) => return json_error(StatusCode::SERVICE_UNAVAILABLE, &err.to_string()),
     }
-    let mut waiters = http.app.writer.lock_waiters_changed();
+    let mut waiters = http.app.writer.waits_changed();
     waiters.borrow_and_update();
     let mut recheck = tokio::time::interval(RECHECK_TOKEN);
     recheck.reset();

@@ -1,5 +1,5 @@
 //! SQLite's side of the storage boundary (the default engine): one write connection (which
-//! the writer in `methods::writer` owns and batches on) and a pool of read connections over
+//! the writer in `engine` owns and batches on) and a pool of read connections over
 //! one database in WAL mode, which this process keeps to itself.
 
 mod agents;

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
-use super::writer::{Reply, WriteCtx, WriteFn};
+use super::{Reply, WriteCtx, WriteFn};
 
 /// How long an answer is remembered.
 pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
@@ -52,10 +52,10 @@ impl Idempotency {
 
 /// Runs `apply` unless the key already has an answer; remembers a successful answer (one
 /// given at once: an answer deferred past a wait is not remembered).
-pub fn apply(
-    ctx: &mut WriteCtx<'_>,
+pub fn apply<M>(
+    ctx: &mut WriteCtx<'_, M>,
     idempotency: Option<&Idempotency>,
-    apply: WriteFn,
+    apply: WriteFn<M>,
 ) -> Result<Option<Reply>> {
     let Some(idem) = idempotency else {
         return apply(ctx);

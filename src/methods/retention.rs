@@ -8,8 +8,8 @@
 use crate::config::{Config, JournalRetain};
 use crate::error::Result;
 
-use super::super::journal;
-use super::WriteCtx;
+use super::areas::WriteCtx;
+use super::journal;
 
 /// Rows one step of retention looks at (history) or removes (journal) at most.
 pub const STEP_ROWS: u64 = 1000;
@@ -47,8 +47,11 @@ impl Retention {
 }
 
 /// Where retention is, across batches.
-pub(super) struct Background {
+pub struct Background {
     retention: Retention,
+    /// Versions written since the start that put an older one past the versions kept
+    /// ([`Background::wrote_version`]).
+    trimmable: u64,
     /// The revision a pass over the history continues after, while one runs.
     history_after: Option<u64>,
     /// The head revision when the last pass began, and the versions it left: a new pass
@@ -66,10 +69,18 @@ pub(super) struct Background {
     reclaim: bool,
 }
 
+impl Default for Background {
+    /// Nothing to trim: everything is kept.
+    fn default() -> Background {
+        Background::new(Retention::default())
+    }
+}
+
 impl Background {
-    pub(super) fn new(retention: Retention) -> Background {
+    pub fn new(retention: Retention) -> Background {
         Background {
             retention,
+            trimmable: 0,
             history_after: None,
             trimmable_at_pass: 0,
             first_pass_done: false,
@@ -81,11 +92,23 @@ impl Background {
         }
     }
 
+    /// A key's version `version` was written: past `BATON_HISTORY_KEEP` versions, one
+    /// older version became retention's to remove (a pass over the history begins once
+    /// enough did).
+    pub fn wrote_version(&mut self, version: u64) {
+        if self
+            .retention
+            .history_keep
+            .is_some_and(|keep| version > keep)
+        {
+            self.trimmable += 1;
+        }
+    }
+
     /// Whether a batch with no request should run for retention (the writer does not
-    /// wait for requests meanwhile). `trimmable`: versions written since the start that
-    /// put an older one past the versions kept (`WriteCtx::wrote_version`).
-    pub(super) fn pending(&self, head: i64, now_ms: i64, trimmable: u64) -> bool {
-        self.history_due(trimmable) || self.journal_due(head, now_ms) || self.reclaim
+    /// wait for requests meanwhile).
+    pub(super) fn pending(&self, head: i64, now_ms: i64) -> bool {
+        self.history_due(self.trimmable) || self.journal_due(head, now_ms) || self.reclaim
     }
 
     /// A pass runs, or enough versions became removable since the last began: at least a
@@ -122,7 +145,7 @@ impl Background {
     /// rows were removed (free pages to give back).
     pub(super) fn step(&mut self, ctx: &mut WriteCtx<'_>) -> Result<()> {
         let head = ctx.head_revision();
-        if self.history_due(*ctx.trimmable) {
+        if self.history_due(self.trimmable) {
             self.history_step(ctx)?;
         }
         if self.journal_due(head, ctx.now_ms) {
@@ -138,7 +161,7 @@ impl Background {
         let after = match self.history_after {
             Some(after) => after,
             None => {
-                self.trimmable_at_pass = *ctx.trimmable;
+                self.trimmable_at_pass = self.trimmable;
                 self.kept_by_this_pass = 0;
                 0
             }

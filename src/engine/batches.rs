@@ -14,20 +14,16 @@ use crate::log_limit::Limited;
 use crate::store::boundary::StorageHealth;
 use crate::store::boundary::WriteStorage;
 
-use super::super::areas;
-use super::super::idempotency;
 use super::*;
 
-pub(super) struct WriterLoop {
+pub(super) struct WriterLoop<M: Areas> {
     pub(super) writes: Box<dyn WriteStorage>,
     /// Set while a catch-up batch is queued; cleared as a batch reads the head revision.
     pub(super) catching_up: Arc<AtomicBool>,
     pub(super) clock: Arc<dyn Clock>,
-    pub(super) stats: Arc<WriterStats>,
+    pub(super) stats: Arc<WriterStats<M::Figures>>,
     pub(super) health: Arc<StorageHealth>,
-    pub(super) memory: Memory,
-    /// Retention's steps (see `retention`).
-    pub(super) background: super::retention::Background,
+    pub(super) memory: Memory<M>,
     pub(super) last_purge_ms: i64,
     pub(super) deadline_tx: watch::Sender<Option<Duration>>,
     pub(super) head_tx: watch::Sender<u64>,
@@ -92,14 +88,14 @@ type PendingReply = (Option<ReplyTx>, Result<Reply>);
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Where the writer takes its jobs from.
-struct Intake {
-    rx: mpsc::Receiver<Message>,
+struct Intake<M: 'static> {
+    rx: mpsc::Receiver<Message<M>>,
     /// The shutdown request, once it came: nothing is taken after it.
     shutdown: Option<oneshot::Sender<()>>,
 }
 
-impl Intake {
-    fn accept(&mut self, message: Message, batch: &mut Vec<Job>) {
+impl<M> Intake<M> {
+    fn accept(&mut self, message: Message<M>, batch: &mut Vec<Job<M>>) {
         match message {
             Message::Job(job) => batch.push(job),
             Message::Shutdown(done) => self.shutdown = Some(done),
@@ -110,7 +106,7 @@ impl Intake {
     /// the last answer within microseconds, and parking the thread (to be woken by the
     /// next request) costs more than that on a virtual machine. The budget is CPU time,
     /// not the daemon's clock (a test's manual clock would never let it run out).
-    fn next(&mut self) -> Option<Message> {
+    fn next(&mut self) -> Option<Message<M>> {
         let start = std::time::Instant::now();
         loop {
             match self.rx.try_recv() {
@@ -129,7 +125,7 @@ impl Intake {
     /// parked between arrivals (`doorbell` wakes it; this must be the thread it names).
     fn gather(
         &mut self,
-        batch: &mut Vec<Job>,
+        batch: &mut Vec<Job<M>>,
         expected: usize,
         budget: Duration,
         doorbell: &Doorbell,
@@ -153,7 +149,7 @@ impl Intake {
     }
 
     /// The next message if one is queued; Err(()) once every sender is gone.
-    fn poll(&mut self) -> std::result::Result<Option<Message>, ()> {
+    fn poll(&mut self) -> std::result::Result<Option<Message<M>>, ()> {
         match self.rx.try_recv() {
             Ok(message) => Ok(Some(message)),
             Err(mpsc::error::TryRecvError::Empty) => Ok(None),
@@ -162,7 +158,7 @@ impl Intake {
     }
 
     /// Adds to `batch` what is queued already, up to [`MAX_BATCH`].
-    fn take_queued(&mut self, batch: &mut Vec<Job>) {
+    fn take_queued(&mut self, batch: &mut Vec<Job<M>>) {
         while self.shutdown.is_none() && batch.len() < MAX_BATCH {
             match self.rx.try_recv() {
                 Ok(message) => self.accept(message, batch),
@@ -172,21 +168,17 @@ impl Intake {
     }
 }
 
-impl WriterLoop {
-    pub(super) fn run(mut self, rx: mpsc::Receiver<Message>) {
+impl<M: Areas> WriterLoop<M> {
+    pub(super) fn run(mut self, rx: mpsc::Receiver<Message<M>>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut intake = Intake { rx, shutdown: None };
         let _ = self.doorbell.writer.set(std::thread::current());
         loop {
-            // Steps of work in the background (a request that runs in steps, retention)
-            // run in batches of their own when no request comes: the writer then does not
-            // wait for one.
+            // Steps of work in the background (a request that runs in steps, the areas'
+            // own, such as retention) run in batches of their own when no request comes:
+            // the writer then does not wait for one.
             let background = !self.memory.stepped.is_empty()
-                || self.background.pending(
-                    self.memory.revision,
-                    self.clock.wall_ms(),
-                    self.memory.trimmable,
-                );
+                || (self.memory.areas).background_due(self.memory.revision, self.clock.wall_ms());
             let first = match background {
                 true => match intake.poll() {
                     Ok(first) => first,
@@ -262,8 +254,8 @@ impl WriterLoop {
                 &mut no_reply,
                 &mut deferred,
             );
-            areas::recover(&mut ctx)?;
-            self.memory.store_counters(self.writes.storage())?;
+            M::recover(&mut ctx)?;
+            self.memory.areas.store_counters(self.writes.storage())?;
             self.writes
                 .storage()
                 .set_head_revision(self.memory.revision)?;
@@ -282,7 +274,7 @@ impl WriterLoop {
 
     /// Refuses whatever slipped in after the shutdown request, answers pending waits and
     /// checkpoints the WAL.
-    fn finish(&mut self, rx: &mut mpsc::Receiver<Message>) {
+    fn finish(&mut self, rx: &mut mpsc::Receiver<Message<M>>) {
         rx.close();
         while let Ok(message) = rx.try_recv() {
             match message {
@@ -299,11 +291,10 @@ impl WriterLoop {
         self.end_stepped(Error::Unavailable(
             "batond is shutting down before this request finished; the steps done so far stay done (it runs in steps), send it again once batond is back to finish".into(),
         ));
-        let mut waits = self.memory.locks.cancel_waits();
-        waits.extend(self.memory.tasks.cancel_waits());
-        waits.extend(self.memory.agents.cancel_waits());
-        for (reply, answer) in waits {
-            let _ = reply.send(answer);
+        for area in M::LIST {
+            for (reply, answer) in (area.end_waits)(&mut self.memory.areas) {
+                let _ = reply.send(answer);
+            }
         }
         self.writes.close();
     }
@@ -338,8 +329,7 @@ impl WriterLoop {
             |ctx| step(ctx),
         );
         // What a step removed may leave free pages; CompactJournal moved the journal's start.
-        self.background.removed_rows();
-        self.background.forget_journal_start();
+        self.memory.areas.stepped();
         let answer = match result {
             Ok(Ok(None)) => None,
             Ok(Ok(Some(answer))) => Some(Ok(answer)),
@@ -362,39 +352,35 @@ impl WriterLoop {
         Ok(())
     }
 
-    /// One step of retention, undone alone if it fails without writing (else its batch
-    /// fails, as a request's would).
-    fn step_retention(
+    /// One step of the areas' work in the background (retention), undone alone if it
+    /// fails without writing (else its batch fails, as a request's would).
+    fn step_background(
         &mut self,
         now_ms: i64,
         mono_now: Duration,
         deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
     ) -> Result<()> {
         // Nothing due (the usual case): no cost beyond this look at memory.
-        if !self
-            .background
-            .pending(self.memory.revision, now_ms, self.memory.trimmable)
-        {
+        if !(self.memory.areas).background_due(self.memory.revision, now_ms) {
             return Ok(());
         }
-        let background = &mut self.background;
         let stepped = unanswered(
             self.writes.as_ref(),
             &mut self.memory,
             (now_ms, mono_now),
             deferred,
-            |ctx| background.step(ctx),
+            M::background_step,
         )?;
         if let Err(err) = stepped {
-            static RETENTION_FAILED: Limited = Limited::new(crate::log_limit::EVERY);
-            if let Some(held_back) = RETENTION_FAILED.admit() {
-                tracing::warn!(%err, held_back, "a step of retention failed; it is tried again with the next batch");
+            static BACKGROUND_FAILED: Limited = Limited::new(crate::log_limit::EVERY);
+            if let Some(held_back) = BACKGROUND_FAILED.admit() {
+                tracing::warn!(%err, held_back, "a step of work in the background (retention) failed; it is tried again with the next batch");
             }
         }
-        self.background.reclaim(self.writes.as_mut())
+        self.memory.areas.after_background(self.writes.as_mut())
     }
 
-    fn run_batch(&mut self, batch: &mut Vec<Job>, intake: &mut Intake) {
+    fn run_batch(&mut self, batch: &mut Vec<Job<M>>, intake: &mut Intake<M>) {
         let start_revision = self.memory.revision;
         let now_ms = self.clock.wall_ms();
         let mono_now = self.clock.monotonic();
@@ -499,8 +485,8 @@ impl WriterLoop {
     #[allow(clippy::too_many_arguments)]
     fn apply_all(
         &mut self,
-        jobs: &mut Vec<Job>,
-        intake: &mut Intake,
+        jobs: &mut Vec<Job<M>>,
+        intake: &mut Intake<M>,
         size: &mut (usize, u64),
         now_ms: i64,
         mono_now: Duration,
@@ -535,7 +521,7 @@ impl WriterLoop {
 
     /// On shared storage, the jobs that came while the batch waited to begin join it,
     /// and what they will read is read ahead too.
-    fn join_late(&mut self, jobs: &mut Vec<Job>, intake: &mut Intake) -> Result<()> {
+    fn join_late(&mut self, jobs: &mut Vec<Job<M>>, intake: &mut Intake<M>) -> Result<()> {
         if !self.writes.shared() {
             return Ok(());
         }
@@ -550,7 +536,7 @@ impl WriterLoop {
 
     fn apply_in_transaction(
         &mut self,
-        jobs: &mut Vec<Job>,
+        jobs: &mut Vec<Job<M>>,
         now_ms: i64,
         mono_now: Duration,
         answers: &mut Vec<PendingReply>,
@@ -559,7 +545,7 @@ impl WriterLoop {
     ) -> Result<()> {
         let writes = self.writes.as_ref();
         let storage = writes.storage();
-        self.memory.locks.begin_batch();
+        self.memory.areas.begin_batch();
         // The revision this batch starts from: what it writes beyond it is recorded as the
         // new head before the commit (including what catching up below grants).
         let mut start_revision = self.memory.revision;
@@ -576,7 +562,7 @@ impl WriterLoop {
             if head != self.memory.revision || changed.any() {
                 self.memory.revision = head;
                 self.memory.reload_some(storage, now_ms, mono_now, changed);
-                let serve = areas::serve_waiters;
+                let serve = M::serve_waiters;
                 let upkept = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, serve);
                 if let Err(err) = upkept {
                     *lock_state_suspect = true;
@@ -586,7 +572,7 @@ impl WriterLoop {
         }
         // Leases and waits that are due end first, so no request sees a dead holder.
         if self.memory.next_deadline().is_some_and(|at| at <= mono_now) {
-            let expire = areas::expire_due;
+            let expire = M::expire_due;
             let expired = upkeep(writes, &mut self.memory, now_ms, mono_now, deferred, expire);
             if let Err(err) = expired {
                 *lock_state_suspect = true;
@@ -606,7 +592,7 @@ impl WriterLoop {
                     self.writes.start_request()?;
                     let before = self.memory.revision;
                     let deferred_before = deferred.len();
-                    self.memory.tasks.begin_request();
+                    self.memory.areas.begin_request();
                     let mut ctx = WriteCtx::new(
                         writes,
                         &mut self.memory,
@@ -619,7 +605,7 @@ impl WriterLoop {
                     if let Err(err) = &result {
                         // Undo whatever the refused request wrote.
                         self.memory.revision = before;
-                        self.memory.tasks.request_rolled_back();
+                        self.memory.areas.request_rolled_back();
                         *lock_state_suspect |= err.is_server_fault();
                         if let Err(undo) = self.writes.undo_request() {
                             // It cannot be undone alone: the whole batch goes.
@@ -654,7 +640,7 @@ impl WriterLoop {
         }
         // Work in steps: the next step of a request that runs in steps, then retention.
         self.step_stepped(now_ms, mono_now, deferred)?;
-        self.step_retention(now_ms, mono_now, deferred)?;
+        self.step_background(now_ms, mono_now, deferred)?;
         let storage = self.writes.storage();
         if now_ms - self.last_purge_ms > IDEMPOTENCY_PURGE_EVERY_MS {
             storage.forget_before(now_ms - idempotency::RETENTION_MS)?;
@@ -672,7 +658,7 @@ impl WriterLoop {
                 )?;
             }
         }
-        self.memory.store_counters(storage)?;
+        self.memory.areas.store_counters(storage)?;
         if self.memory.revision != start_revision {
             storage.set_head_revision(self.memory.revision)?;
         }
@@ -684,7 +670,7 @@ impl WriterLoop {
 }
 
 /// What `jobs` will read, taken out of them (the batch reads it ahead once).
-fn take_foreseen(jobs: &mut [Job]) -> Foreseen {
+fn take_foreseen<M>(jobs: &mut [Job<M>]) -> Foreseen {
     let mut foreseen = Foreseen::default();
     for job in jobs {
         if let Work::Write { foreseen: f, .. } = &mut job.work {
@@ -696,15 +682,15 @@ fn take_foreseen(jobs: &mut [Job]) -> Foreseen {
 
 /// One rule of upkeep for each part of memory (serving waiters, ending what is due), run
 /// in order on behalf of nobody: what they grant is answered once the batch commits.
-type Upkeep = fn(&mut WriteCtx<'_>) -> Result<()>;
+type Upkeep<M> = fn(&mut WriteCtx<'_, M>) -> Result<()>;
 
-fn upkeep(
+fn upkeep<M: Areas>(
     writes: &dyn WriteStorage,
-    memory: &mut Memory,
+    memory: &mut Memory<M>,
     now_ms: i64,
     mono_now: Duration,
     deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
-    step: Upkeep,
+    step: Upkeep<M>,
 ) -> Result<()> {
     let mut no_reply = None;
     let mut ctx = WriteCtx::new(writes, memory, now_ms, mono_now, &mut no_reply, deferred);
@@ -714,12 +700,12 @@ fn upkeep(
 /// Runs `f` in the open batch as a request with no reply of its own (a step of work in the
 /// background): Ok(Ok) when it succeeded; Ok(Err) when it failed and was undone alone (the
 /// revision counter restored); Err when it cannot be undone alone, and the batch fails.
-fn unanswered<T>(
+fn unanswered<M: Areas, T>(
     writes: &dyn WriteStorage,
-    memory: &mut Memory,
+    memory: &mut Memory<M>,
     (now_ms, mono_now): (i64, Duration),
     deferred: &mut Vec<(ReplyTx, Result<Reply>)>,
-    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<T>,
+    f: impl FnOnce(&mut WriteCtx<'_, M>) -> Result<T>,
 ) -> Result<Result<T>> {
     writes.start_request()?;
     let before = memory.revision;
@@ -739,7 +725,7 @@ fn unanswered<T>(
 mod tests {
     use super::*;
 
-    fn job() -> Message {
+    fn job() -> Message<()> {
         Message::Job(Job {
             work: Work::Read(Box::new(|_| Err(Error::Internal("never run".into())))),
             reply: None,

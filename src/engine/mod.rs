@@ -1,9 +1,11 @@
-//! The single writer: one thread owns the only write connection to storage. Requests that
+//! The engine: one writer thread owns the only write connection to storage. Requests that
 //! write are queued to it; it applies everything queued in one transaction (group commit),
 //! each request undone alone if it fails before it writes (else the whole batch is), and
-//! answers every request only after the transaction is durable. It keeps what the rules hold in memory (lock and node leases'
-//! deadlines, waiters) and runs the rules' upkeep: recovery at start, expiry before each
-//! batch, rebuilding memory after a rollback.
+//! answers every request only after the transaction is durable. It names no area: what the
+//! rules keep in memory (lock and node leases' deadlines, waiters, sessions) is the `M` of
+//! [`Areas`], whose list of [`Area`]s (`methods::areas`) the engine runs for upkeep:
+//! recovery at start, expiry before each batch, serving waiters after another daemon's
+//! changes, rebuilding memory after a rollback, ending waits at shutdown.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,16 +21,12 @@ use crate::store::boundary::{
     Remembered, Storage, Tokens, WriteStorage,
 };
 
-use super::agents::AgentState;
-use super::idempotency::Idempotency;
-use super::locks::LockState;
-use super::tasks::TaskState;
-
 mod batches;
-mod retention;
+pub mod idempotency;
+pub mod schedule;
 
 use batches::WriterLoop;
-pub use retention::Retention;
+use idempotency::Idempotency;
 
 pub use crate::protocol::Reply;
 /// The channel a request is answered on, with the request's idempotency key: an answer
@@ -60,12 +58,14 @@ impl ReplyTx {
 }
 /// A mutation, run on the writer inside a batch (`WriteStorage::start_request`). `Ok(None)` means the mutation
 /// took the reply channel (`WriteCtx::take_reply`) to answer later, e.g. a waiting acquire.
-pub type WriteFn = Box<dyn FnOnce(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
+pub type WriteFn<M> = Box<dyn FnOnce(&mut WriteCtx<'_, M>) -> Result<Option<Reply>> + Send>;
 /// One step of a request that runs in steps (`WriteCtx::continue_later`): `Ok(None)`
 /// while work remains, the answer once done.
-pub type StepFn = Box<dyn FnMut(&mut WriteCtx<'_>) -> Result<Option<Reply>> + Send>;
+pub type StepFn<M> = Box<dyn FnMut(&mut WriteCtx<'_, M>) -> Result<Option<Reply>> + Send>;
 /// A read that must observe earlier writes of the same connection, run on the writer.
 pub type ReadFn = Box<dyn FnOnce(&dyn Storage) -> Result<Reply> + Send>;
+/// A request waiting in memory, and the answer it gets when the daemon stops.
+pub type EndedWait = (ReplyTx, Result<Reply>);
 
 /// How a request that may wait is served: answered now, or later (it took its reply
 /// channel, `WriteCtx::take_reply`, and is answered when what it waits for happens or its
@@ -75,6 +75,88 @@ pub enum Served<T> {
     Later,
 }
 
+/// One area's part in the engine's upkeep (`methods::areas` lists them, in the order they
+/// run): what it does at start, when something is due, when another daemon changed the
+/// shared database, when a connection closes, and what it holds in memory.
+pub struct Area<M: 'static> {
+    /// What it is called in a log line.
+    pub name: &'static str,
+    /// Rebuilds the area's memory from storage and ends what lapsed (at start).
+    pub recover: fn(&mut WriteCtx<'_, M>) -> Result<()>,
+    /// Ends what is due (leases, waits, sessions).
+    pub expire_due: fn(&mut WriteCtx<'_, M>) -> Result<()>,
+    /// Serves waiters what became free (after another daemon's commit).
+    pub serve_waiters: fn(&mut WriteCtx<'_, M>) -> Result<()>,
+    /// Ends what the connection left: waits, leases and sessions bound to it.
+    pub connection_closed: fn(&mut WriteCtx<'_, M>, u64) -> Result<()>,
+    /// Rebuilds the area's memory from storage (after a rollback, or when another daemon
+    /// changed what it holds).
+    pub reload: fn(&mut M, &dyn Storage, i64, Duration) -> Result<()>,
+    /// Whether another daemon's changes touch what the area holds.
+    pub changed: fn(&ForeignChanges) -> bool,
+    /// The area's earliest pending deadline.
+    pub next_deadline: fn(&mut M) -> Option<Duration>,
+    /// Takes every wait the area holds, with the answer each gets as the daemon stops.
+    pub end_waits: fn(&mut M) -> Vec<EndedWait>,
+}
+
+/// What the rules keep on the writer, area by area, and the work the engine runs for it.
+pub trait Areas: Send + Sized + 'static {
+    /// What Metrics shows of this memory (`WriterStats::areas`).
+    type Figures: Default + Send + Sync + 'static;
+    /// Every area, in the order their upkeep runs.
+    const LIST: &'static [Area<Self>];
+
+    /// Before the batch commits: stores what memory counted ahead of storage during it.
+    fn store_counters(&mut self, storage: &dyn Storage) -> Result<()>;
+    /// A batch begins.
+    fn begin_batch(&mut self) {}
+    /// A request begins; [`Areas::request_rolled_back`] if it is undone.
+    fn begin_request(&mut self) {}
+    fn request_rolled_back(&mut self) {}
+    /// Records the figures of memory after a batch; true when waits changed (what the
+    /// journal does not show).
+    fn record(&self, figures: &Self::Figures) -> bool;
+
+    /// Work in the background: whether a batch with no request should run for it.
+    fn background_due(&self, _head: i64, _now_ms: i64) -> bool {
+        false
+    }
+    /// One step of work in the background, inside the open batch.
+    fn background_step(_ctx: &mut WriteCtx<'_, Self>) -> Result<()> {
+        Ok(())
+    }
+    /// After the background step, outside any request (e.g. giving pages back).
+    fn after_background(&mut self, _writes: &mut dyn WriteStorage) -> Result<()> {
+        Ok(())
+    }
+    /// A request that runs in steps ran one (it may have removed rows).
+    fn stepped(&mut self) {}
+
+    /// Runs every area's expiry.
+    fn expire_due(ctx: &mut WriteCtx<'_, Self>) -> Result<()> {
+        Self::LIST
+            .iter()
+            .try_for_each(|area| (area.expire_due)(ctx))
+    }
+    /// Runs every area's recovery.
+    fn recover(ctx: &mut WriteCtx<'_, Self>) -> Result<()> {
+        Self::LIST.iter().try_for_each(|area| (area.recover)(ctx))
+    }
+    /// Serves every area's waiters.
+    fn serve_waiters(ctx: &mut WriteCtx<'_, Self>) -> Result<()> {
+        Self::LIST
+            .iter()
+            .try_for_each(|area| (area.serve_waiters)(ctx))
+    }
+    /// Ends, in every area, what the connection left.
+    fn connection_closed(ctx: &mut WriteCtx<'_, Self>, connection: u64) -> Result<()> {
+        Self::LIST
+            .iter()
+            .try_for_each(|area| (area.connection_closed)(ctx, connection))
+    }
+}
+
 /// Most requests applied in one transaction.
 const MAX_BATCH: usize = 2048;
 /// Requests that may wait for the writer before new ones are refused with 429.
@@ -82,29 +164,29 @@ pub const QUEUE_CAPACITY: usize = 16 * 1024;
 /// How often remembered idempotent answers older than 24 hours are purged.
 const IDEMPOTENCY_PURGE_EVERY_MS: i64 = 60_000;
 
-enum Work {
+enum Work<M: 'static> {
     Write {
         idempotency: Option<Idempotency>,
-        apply: WriteFn,
+        apply: WriteFn<M>,
         foreseen: Foreseen,
     },
     Read(ReadFn),
 }
 
-struct Job {
-    work: Work,
+struct Job<M: 'static> {
+    work: Work<M>,
     /// `None` for work nobody waits on (the sweeper's tick, a closed connection).
     reply: Option<ReplyTx>,
 }
 
-enum Message {
-    Job(Job),
+enum Message<M: 'static> {
+    Job(Job<M>),
     Shutdown(oneshot::Sender<()>),
 }
 
 /// What a mutation sees: storage inside the open transaction, the revision counter, the
-/// batch's time and what the writer keeps in memory.
-pub struct WriteCtx<'a> {
+/// batch's time and what the rules keep in memory (`memory`).
+pub struct WriteCtx<'a, M: 'static> {
     storage: &'a dyn Storage,
     outcomes: &'a dyn Outcomes,
     revision: &'a mut i64,
@@ -112,49 +194,40 @@ pub struct WriteCtx<'a> {
     pub now_ms: i64,
     /// Monotonic time of this batch (judges lease expiry).
     pub mono_now: Duration,
-    pub locks: &'a mut LockState,
-    pub tasks: &'a mut TaskState,
-    pub agents: &'a mut AgentState,
+    /// What the areas keep in memory.
+    pub memory: &'a mut M,
     /// Other daemons write to the same database: connection-bound leases and sessions may
     /// be theirs, alive, whatever this daemon's start finds.
     pub shared: bool,
     reply: &'a mut Option<ReplyTx>,
     /// Answers to other requests (waiters handed a lock) to send once this batch commits.
-    pub deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
-    stepped: &'a mut std::collections::VecDeque<Stepped>,
-    /// Versions written that put an older one past `BATON_HISTORY_KEEP` (retention's work).
-    trimmable: &'a mut u64,
-    history_keep: Option<u64>,
+    pub deferred: &'a mut Vec<EndedWait>,
+    stepped: &'a mut std::collections::VecDeque<Stepped<M>>,
 }
 
 /// A request that runs in steps, one per batch, and its reply channel (None: nobody waits).
-struct Stepped {
+struct Stepped<M: 'static> {
     reply: Option<ReplyTx>,
-    step: StepFn,
+    step: StepFn<M>,
 }
 
-/// What the writer keeps in memory across batches, and lends each mutation.
-struct Memory {
+/// What the writer keeps across batches, and lends each mutation.
+struct Memory<M: 'static> {
     revision: i64,
     /// See [`WriteCtx::shared`].
     shared: bool,
-    locks: LockState,
-    tasks: TaskState,
-    agents: AgentState,
+    areas: M,
     /// Requests that run in steps, in the order they began.
-    stepped: std::collections::VecDeque<Stepped>,
-    /// See [`WriteCtx::wrote_version`].
-    trimmable: u64,
-    history_keep: Option<u64>,
+    stepped: std::collections::VecDeque<Stepped<M>>,
 }
 
-impl Memory {
-    /// Rebuilds the leases and sessions from storage, after a write was rolled back.
+impl<M: Areas> Memory<M> {
+    /// Rebuilds the areas' memory from storage, after a write was rolled back.
     fn reload(&mut self, storage: &dyn Storage, now_ms: i64, mono_now: Duration) {
         self.reload_some(storage, now_ms, mono_now, ForeignChanges::ALL);
     }
 
-    /// Rebuilds the parts `which` names from storage.
+    /// Rebuilds the areas that `which` touches from storage.
     fn reload_some(
         &mut self,
         storage: &dyn Storage,
@@ -162,97 +235,63 @@ impl Memory {
         mono_now: Duration,
         which: ForeignChanges,
     ) {
-        let mut reloaded = Vec::with_capacity(3);
-        if which.locks {
-            reloaded.push(("lock leases", self.locks.reload(storage, now_ms, mono_now)));
-        }
-        if which.tasks {
-            reloaded.push(("node leases", self.tasks.reload(storage, now_ms, mono_now)));
-        }
-        if which.agents {
-            reloaded.push(("sessions", self.agents.reload(storage, now_ms, mono_now)));
-        }
-        for (what, result) in reloaded {
-            if let Err(err) = result {
+        for area in M::LIST.iter().filter(|area| (area.changed)(&which)) {
+            if let Err(err) = (area.reload)(&mut self.areas, storage, now_ms, mono_now) {
                 static RELOAD_FAILED: crate::log_limit::Limited =
                     crate::log_limit::Limited::new(crate::log_limit::EVERY);
                 if let Some(held_back) = RELOAD_FAILED.admit() {
-                    tracing::error!(%err, held_back, "cannot reload {what} from storage");
+                    let what = area.name;
+                    tracing::error!(%err, held_back, "cannot reload the {what} from storage");
                 }
             }
         }
     }
 
-    /// Before the batch commits: stores what memory counted ahead of storage during it
-    /// (the last fencing token handed out).
-    fn store_counters(&mut self, storage: &dyn Storage) -> Result<()> {
-        match self.locks.take_fencing() {
-            Some(last) => storage.store_fencing_token(last),
-            None => Ok(()),
-        }
-    }
-
-    /// The earliest lease, session or wait deadline still pending.
+    /// The earliest deadline still pending in any area.
     fn next_deadline(&mut self) -> Option<Duration> {
-        [
-            self.locks.next_deadline(),
-            self.tasks.next_deadline(),
-            self.agents.next_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        M::LIST
+            .iter()
+            .filter_map(|area| (area.next_deadline)(&mut self.areas))
+            .min()
     }
 }
 
-impl<'a> WriteCtx<'a> {
+impl<'a, M: Areas> WriteCtx<'a, M> {
     /// A mutation's view of the batch `writes` runs.
     fn new(
         writes: &'a dyn WriteStorage,
-        memory: &'a mut Memory,
+        memory: &'a mut Memory<M>,
         now_ms: i64,
         mono_now: Duration,
         reply: &'a mut Option<ReplyTx>,
-        deferred: &'a mut Vec<(ReplyTx, Result<Reply>)>,
-    ) -> WriteCtx<'a> {
+        deferred: &'a mut Vec<EndedWait>,
+    ) -> WriteCtx<'a, M> {
         WriteCtx {
             storage: writes.storage(),
             outcomes: writes.outcomes(),
             revision: &mut memory.revision,
             now_ms,
             mono_now,
-            locks: &mut memory.locks,
-            tasks: &mut memory.tasks,
-            agents: &mut memory.agents,
+            memory: &mut memory.areas,
             shared: memory.shared,
             reply,
             deferred,
             stepped: &mut memory.stepped,
-            trimmable: &mut memory.trimmable,
-            history_keep: memory.history_keep,
         }
     }
+}
 
-    /// A key's version `version` was written: past `BATON_HISTORY_KEEP` versions, one
-    /// older version became retention's to remove (a pass over the history begins once
-    /// enough did, see `retention`).
-    pub fn wrote_version(&mut self, version: u64) {
-        if self.history_keep.is_some_and(|keep| version > keep) {
-            *self.trimmable += 1;
-        }
-    }
-
+impl<'a, M> WriteCtx<'a, M> {
     /// Continues this request in later batches, one `step` per batch, so that no other
     /// write waits long behind it: takes its reply channel (the mutation returns
     /// `Ok(None)`), and `step` answers once it returns `Some`. Between steps other
     /// connections' writes commit; the connection that sent it sends nothing more until it
     /// is answered (`Plan::Barrier`). A commit that fails, or the daemon stopping, answers
     /// it 503; the steps committed before stay done.
-    pub fn continue_later(&mut self, step: StepFn) {
+    pub fn continue_later(&mut self, step: StepFn<M>) {
         let reply = self.reply.take();
         self.stepped.push_back(Stepped { reply, step });
     }
-
     /// The versioned records, through the storage boundary.
     pub fn records(&self) -> &'a dyn Records {
         self.storage
@@ -320,71 +359,79 @@ impl<'a> WriteCtx<'a> {
     }
 }
 
-/// Counters about commits, for Metrics.
-#[derive(Default)]
-pub struct WriterStats {
+/// Counters about commits, for Metrics, and the areas' figures.
+pub struct WriterStats<F> {
     pub commits: AtomicU64,
     pub writes: AtomicU64,
     pub max_batch: AtomicU64,
     pub failed_commits: AtomicU64,
-    pub live_locks: AtomicU64,
-    pub lock_waiters: AtomicU64,
-    pub lock_watchers: AtomicU64,
-    pub node_waiters: AtomicU64,
-    pub inbox_waiters: AtomicU64,
-    /// Counts the batches after which the lock waiters were not the same number: what
-    /// the journal does not show, for the dashboard.
-    waiters_changed: watch::Sender<u64>,
-    /// The shared line of waits as last recorded (`LockState::shared_waits_mark`).
-    shared_waits: AtomicU64,
+    /// What the areas hold in memory ([`Areas::record`]).
+    pub areas: F,
+    /// Counts the batches after which the waits were not the same: what the journal does
+    /// not show, for the dashboard.
+    waits_changed: watch::Sender<u64>,
     /// How far the shared database's clock is ahead of this daemon's (ms; 0 on SQLite),
     /// as the last batch read it: what judges expiry judges tokens too.
     database_clock_ahead_ms: std::sync::atomic::AtomicI64,
 }
 
-impl WriterStats {
-    /// The figures of what the writer holds in memory, for Metrics.
-    fn record(&self, memory: &Memory) {
-        let figures = [
-            (&self.live_locks, memory.locks.live()),
-            (&self.lock_waiters, memory.locks.waiting()),
-            (&self.lock_watchers, memory.locks.watching()),
-            (&self.node_waiters, memory.tasks.waiting()),
-            (&self.inbox_waiters, memory.agents.waiting()),
-        ];
-        let waiters = memory.locks.waiting() as u64;
-        let shared = memory.locks.shared_waits_mark();
-        let line_moved = self.shared_waits.swap(shared, Ordering::Relaxed) != shared;
-        if self.lock_waiters.load(Ordering::Relaxed) != waiters || line_moved {
-            self.waiters_changed.send_modify(|n| *n += 1);
+impl<F: Default> Default for WriterStats<F> {
+    fn default() -> Self {
+        WriterStats {
+            commits: Default::default(),
+            writes: Default::default(),
+            max_batch: Default::default(),
+            failed_commits: Default::default(),
+            areas: F::default(),
+            waits_changed: Default::default(),
+            database_clock_ahead_ms: Default::default(),
         }
-        for (stat, value) in figures {
-            stat.store(value as u64, Ordering::Relaxed);
+    }
+}
+
+impl<F> WriterStats<F> {
+    /// Records the figures of what the writer holds in memory, for Metrics.
+    fn record<M: Areas<Figures = F>>(&self, memory: &Memory<M>) {
+        if memory.areas.record(&self.areas) {
+            self.waits_changed.send_modify(|n| *n += 1);
         }
     }
 }
 
 /// A handle to the writer thread; cheap to clone.
-#[derive(Clone)]
-pub struct Writer {
-    jobs: mpsc::Sender<Message>,
+pub struct Writer<M: Areas> {
+    jobs: mpsc::Sender<Message<M>>,
     /// Rung after each request is queued, for a writer waiting to gather a batch.
     doorbell: Arc<batches::Doorbell>,
-    pub stats: Arc<WriterStats>,
+    pub stats: Arc<WriterStats<M::Figures>>,
     next_deadline: watch::Receiver<Option<Duration>>,
     head: watch::Receiver<u64>,
     /// A catch-up batch is queued (see [`Writer::catch_up`]).
     catching_up: Arc<AtomicBool>,
 }
 
-impl Writer {
-    /// Starts the writer thread on `writes`, the write side of migrated storage.
+impl<M: Areas> Clone for Writer<M> {
+    fn clone(&self) -> Self {
+        Writer {
+            jobs: self.jobs.clone(),
+            doorbell: self.doorbell.clone(),
+            stats: self.stats.clone(),
+            next_deadline: self.next_deadline.clone(),
+            head: self.head.clone(),
+            catching_up: self.catching_up.clone(),
+        }
+    }
+}
+
+impl<M: Areas> Writer<M> {
+    /// Starts the writer thread on `writes`, the write side of migrated storage, with
+    /// `areas` (empty) as what the rules keep in memory.
     pub fn spawn(
         writes: OpenWrites,
         health: Arc<StorageHealth>,
         clock: Arc<dyn Clock>,
-        retention: Retention,
-    ) -> Result<(Writer, std::thread::JoinHandle<()>)> {
+        areas: M,
+    ) -> Result<(Writer<M>, std::thread::JoinHandle<()>)> {
         let (jobs, rx) = mpsc::channel(QUEUE_CAPACITY);
         let doorbell = Arc::new(batches::Doorbell::default());
         let rung = doorbell.clone();
@@ -400,7 +447,7 @@ impl Writer {
             .name("baton-writer".into())
             .spawn(move || {
                 let writes = writes();
-                let started: Result<WriterLoop> = (|| {
+                let started: Result<WriterLoop<M>> = (|| {
                     let revision = writes.storage().head_revision()?;
                     let shared = writes.shared();
                     let mut writer_loop = WriterLoop {
@@ -412,14 +459,9 @@ impl Writer {
                         memory: Memory {
                             revision,
                             shared,
-                            locks: LockState::default(),
-                            tasks: TaskState::default(),
-                            agents: AgentState::default(),
+                            areas,
                             stepped: Default::default(),
-                            trimmable: 0,
-                            history_keep: retention.history_keep,
                         },
-                        background: retention::Background::new(retention),
                         last_purge_ms: 0,
                         deadline_tx,
                         head_tx,
@@ -475,15 +517,15 @@ impl Writer {
         self.head.clone()
     }
 
-    /// Changes whenever requests start or stop waiting for locks (which the journal does
-    /// not record: a wait changes no state).
-    pub fn lock_waiters_changed(&self) -> watch::Receiver<u64> {
-        self.stats.waiters_changed.subscribe()
+    /// Changes whenever requests start or stop waiting (which the journal does not
+    /// record: a wait changes no state).
+    pub fn waits_changed(&self) -> watch::Receiver<u64> {
+        self.stats.waits_changed.subscribe()
     }
 
     /// Queues a mutation nobody waits on (expiry sweeps, closed connections). Before any
     /// batch runs, the writer ends every lease and wait that is due.
-    pub fn detached(&self, apply: WriteFn) -> Result<()> {
+    pub fn detached(&self, apply: WriteFn<M>) -> Result<()> {
         self.submit(Job {
             work: Work::Write {
                 idempotency: None,
@@ -512,7 +554,7 @@ impl Writer {
     pub fn write(
         &self,
         idempotency: Option<Idempotency>,
-        apply: WriteFn,
+        apply: WriteFn<M>,
         foreseen: Foreseen,
     ) -> Result<oneshot::Receiver<Result<Reply>>> {
         let (reply, rx) = oneshot::channel();
@@ -539,7 +581,7 @@ impl Writer {
         Ok(rx)
     }
 
-    fn submit(&self, job: Job) -> Result<()> {
+    fn submit(&self, job: Job<M>) -> Result<()> {
         match self.jobs.try_send(Message::Job(job)) {
             Ok(()) => {
                 self.doorbell.ring();
@@ -561,116 +603,4 @@ impl Writer {
 
 fn shutting_down() -> Error {
     Error::Unavailable("batond is shutting down, nothing was written; retry once it is back".into())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::clock::SystemClock;
-    use crate::methods::locks::rules::{self as locks, AcquireRequest, ReleaseRequest};
-    use crate::resource_key::canonicalize;
-    use crate::store::Store;
-
-    fn acquire(owner: &str, connection: u64) -> AcquireRequest {
-        AcquireRequest {
-            key: canonicalize("tool:x", Path::new("/")).unwrap(),
-            owner: owner.into(),
-            want: crate::methods::locks::Want::EXCLUSIVE,
-            provider: None,
-            ttl_ms: 60_000,
-            metadata: None,
-            release_on_disconnect: false,
-            connection,
-            token_id: None,
-            session: None,
-            visible: None,
-        }
-    }
-
-    fn answer(rx: oneshot::Receiver<Result<Reply>>) -> Result<serde_json::Value> {
-        let reply = rx.blocking_recv().expect("answered")?;
-        Ok(serde_json::from_str(reply.get()).unwrap())
-    }
-
-    /// A request that frees a lock and then fails is rolled back whole: the waiter it
-    /// handed the lock to must not be told "acquired" for a lease that never committed.
-    #[test]
-    fn a_rolled_back_request_grants_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let clock = Arc::new(SystemClock::new());
-        let (store, writes) = Store::open(&dir.path().join("b.db"), clock.wall_ms()).unwrap();
-        let (writer, _thread) =
-            Writer::spawn(writes, store.health().clone(), clock, Retention::default()).unwrap();
-        let first = writer
-            .write(
-                None,
-                Box::new(|ctx| {
-                    let Served::Now(r) = locks::acquire(ctx, acquire("alice", 1), 0)? else {
-                        panic!("a free lock is granted at once");
-                    };
-                    Ok(Some(serde_json::value::to_raw_value(&r)?))
-                }),
-                Foreseen::default(),
-            )
-            .unwrap();
-        let lease = answer(first).unwrap();
-        assert_eq!(lease["status"], "acquired");
-        let lease_id = lease["lease_id"].as_str().unwrap().to_string();
-        let waiting = writer
-            .write(
-                None,
-                Box::new(
-                    |ctx| match locks::acquire(ctx, acquire("bob", 2), 60_000)? {
-                        Served::Now(r) => Ok(Some(serde_json::value::to_raw_value(&r)?)),
-                        Served::Later => Ok(None),
-                    },
-                ),
-                Foreseen::default(),
-            )
-            .unwrap();
-        let failing = writer
-            .write(
-                None,
-                Box::new(move |ctx| {
-                    let key = canonicalize("tool:x", Path::new("/")).unwrap();
-                    let release = ReleaseRequest {
-                        lease: crate::methods::Presented {
-                            lease_id,
-                            token_id: None,
-                        },
-                        outcome: serde_json::from_str("\"released\"").unwrap(),
-                        moved_to: None,
-                        note: None,
-                    };
-                    locks::release(ctx, &key, release)?;
-                    Err(Error::Internal("injected failure after the release".into()))
-                }),
-                Foreseen::default(),
-            )
-            .unwrap();
-        assert!(answer(failing).is_err());
-        let told = answer(waiting);
-        assert!(
-            matches!(&told, Err(Error::Unavailable(_))),
-            "the waiter must be told to retry, not {told:?}"
-        );
-        // The release was rolled back: alice still holds the lock.
-        let status = writer
-            .write(
-                None,
-                Box::new(|ctx| {
-                    let key = canonicalize("tool:x", Path::new("/")).unwrap();
-                    let r = locks::status(ctx, &key, &None)?;
-                    Ok(Some(serde_json::value::to_raw_value(&r)?))
-                }),
-                Foreseen::default(),
-            )
-            .unwrap();
-        let status = answer(status).unwrap();
-        assert_eq!(status["status"], "held", "{status}");
-        assert_eq!(status["held_by"]["owner"], "alice");
-    }
 }
