@@ -14,7 +14,6 @@
 //! - `clock`, `config`, `metrics`, `resource_key`: time, settings, counters, lock keys.
 //! - `client`, `bridge`: the client side, for the `baton` CLI and `mcp-bridge`.
 
-pub(crate) mod app;
 pub mod bridge;
 pub mod client;
 pub mod clock;

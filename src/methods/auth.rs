@@ -11,7 +11,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::App;
+use super::app::App;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;

@@ -9,6 +9,7 @@
 
 // Remote access: who a connection acts as (`auth`), what its token's grants allow (`scopes`).
 pub mod agents;
+pub mod app;
 pub mod areas;
 pub mod auth;
 pub mod instances;
@@ -32,9 +33,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::app::App;
 use crate::error::{Error, Result};
 use crate::store::boundary::{Foreseen, Storage};
+use app::App;
 
 use crate::engine::idempotency::Idempotency;
 use crate::engine::{ReadFn, Reply, Served};

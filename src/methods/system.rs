@@ -1,7 +1,7 @@
 //! DescribeInterface, Health and Metrics; and AdvanceClock, which only a daemon started
 //! for tests (`BATON_TEST_CLOCK_MS`) serves.
 
-use crate::app::App;
+use super::app::App;
 use crate::error::Result;
 use crate::store::boundary::Storage;
 

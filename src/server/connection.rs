@@ -26,10 +26,10 @@ use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::SharedApp;
 use crate::engine::Reply;
 use crate::error::{Error, Result};
 use crate::log_limit::Limited;
+use crate::methods::app::SharedApp;
 use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
 use crate::protocol::{parse_request, render};
 

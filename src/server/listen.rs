@@ -15,9 +15,9 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::App;
 use crate::config::{Listen, TlsFiles};
 use crate::log_limit::Limited;
+use crate::methods::app::App;
 
 use super::connection::{self, Peer};
 use super::limits::{Descriptors, Unauthenticated, Unproven};

@@ -20,9 +20,9 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::App;
 use crate::clock::Clock;
 use crate::config::{check_trusted, Config, Database};
+use crate::methods::app::App;
 use crate::methods::areas::{Memory, Writer};
 use crate::store::Store;
 

@@ -22,7 +22,7 @@ fn give_memory_back() {
 /// One subscription: pages through the journal after `since`, then follows the writer's
 /// head. Reads committed rows only, in seq order, so there is no gap and no duplicate.
 pub async fn stream_events(
-    app: std::sync::Arc<crate::app::App>,
+    app: std::sync::Arc<crate::methods::app::App>,
     stream: Stream,
     notify: Notifier,
     end: SubscriptionEnd,
@@ -46,7 +46,7 @@ pub async fn stream_events(
 
 /// Delivers a subscription's events until it ends (or its connection does).
 async fn pump(
-    app: std::sync::Arc<crate::app::App>,
+    app: std::sync::Arc<crate::methods::app::App>,
     stream: Stream,
     notify: &Notifier,
     end: &SubscriptionEnd,

@@ -223,7 +223,7 @@ impl Method for WaitResourceLockParams {
 /// A connection that took or waited for locks or nodes has closed: its
 /// `release_on_disconnect` leases end as abandoned and its waits leave their queues, on
 /// the writer. Err when the writer cannot take it (the leases then expire by their ttl).
-pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
+pub fn connection_closed(app: &super::app::App, connection: u64) -> Result<()> {
     app.writer.detached(Box::new(move |ctx| {
         <super::areas::Memory as crate::engine::Areas>::connection_closed(ctx, connection)?;
         Ok(None)
@@ -232,7 +232,7 @@ pub fn connection_closed(app: &crate::app::App, connection: u64) -> Result<()> {
 
 /// The token of a connection was revoked or expired: its waits for locks, nodes and
 /// messages are answered 401 now, on the writer.
-pub fn connection_unauthorized(app: &crate::app::App, connection: u64) -> Result<()> {
+pub fn connection_unauthorized(app: &super::app::App, connection: u64) -> Result<()> {
     app.writer.detached(Box::new(move |ctx| {
         rules::connection_unauthorized(ctx, connection)?;
         Ok(None)
@@ -241,7 +241,7 @@ pub fn connection_unauthorized(app: &crate::app::App, connection: u64) -> Result
 
 /// The daemon is stopping: every request waiting for a lock or a node is answered now
 /// (503), so no connection is held open by a wait.
-pub fn end_waits(app: &crate::app::App) -> Result<()> {
+pub fn end_waits(app: &super::app::App) -> Result<()> {
     app.writer.detached(Box::new(|ctx| {
         rules::end_waits(ctx)?;
         Ok(None)

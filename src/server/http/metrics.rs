@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::app::App;
+use crate::methods::app::App;
 use crate::methods::scopes::Need;
 use crate::methods::system::{metrics_now, MetricsResult};
 

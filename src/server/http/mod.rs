@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::App;
+use crate::methods::app::App;
 use crate::methods::auth::token_scopes;
 use crate::methods::scopes::Scopes;
 

@@ -1,4 +1,5 @@
-//! Everything a request handler may need, shared by all connections.
+//! Everything a request handler may need, shared by all connections: built by the server
+//! at start, lent to each handler through `methods::Ctx`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -7,10 +8,11 @@ use serde_json::value::RawValue;
 
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::methods::areas::Writer;
-use crate::methods::{self, system};
 use crate::metrics::Metrics;
 use crate::store::Store;
+
+use super::areas::Writer;
+use super::{self as methods, system};
 
 pub struct App {
     pub config: Config,
