@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::protocol::notify::QueuedEverywhere;
 use crate::store::Store;
 
 use super::areas::Writer;
@@ -25,7 +26,7 @@ pub struct App {
     /// Revoked tokens and the failure log, shared by every connection.
     pub auth: methods::auth::Registry,
     /// Subscription events queued on every connection together, and their bound.
-    pub subscribers: Arc<methods::QueuedEverywhere>,
+    pub subscribers: Arc<QueuedEverywhere>,
     /// This daemon's id, new at every start.
     pub instance_id: String,
     /// The dashboard's address (`https://HOST:PORT/`), once the HTTP listener is bound.
@@ -37,7 +38,7 @@ pub struct App {
 impl App {
     pub fn new(config: Config, store: Store, writer: Writer, clock: Arc<dyn Clock>) -> App {
         let instance_id = store.instance_id.clone();
-        let subscribers = Arc::new(methods::QueuedEverywhere::new(config.max_subscriber_bytes));
+        let subscribers = Arc::new(QueuedEverywhere::new(config.max_subscriber_bytes));
         App {
             config,
             store,

@@ -222,37 +222,56 @@ impl Method for SubscribeParams {
     const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. Stored events come at the reader's pace; a subscriber that falls 1,024 events or 8 MiB behind live ones gets SubscriptionEnded with resume_from_seq.";
     type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        let app = cx.app.clone();
-        let since = app.store.read(|storage| {
-            let since = match self.since_seq {
-                Some(since) => since,
-                None => storage.head_revision()? as u64,
-            };
-            check_retained(storage, since)?;
-            Ok(since)
-        })?;
-        let filter = self.filter.unwrap_or_default();
-        let id = crate::methods::new_id();
-        let end = super::SubscriptionEnd::default();
-        cx.connection
-            .subscriptions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), end.clone());
-        Ok(Plan::Subscribe {
-            answer: reply(&SubscribeResult {
-                subscription_id: id.clone(),
-                since_seq: since,
-            }),
-            stream: Stream {
-                id,
-                since,
-                filter,
-                visible: cx.visible(),
-            },
-            end,
-        })
+        Ok(Plan::Subscribe(Opening {
+            since_seq: self.since_seq,
+            filter: self.filter.unwrap_or_default(),
+            visible: cx.visible(),
+        }))
     }
+}
+
+/// A subscription asked for, not yet opened: the server opens it ([`open`]) when it
+/// serves the request, as it runs a read.
+pub struct Opening {
+    since_seq: Option<u64>,
+    filter: EventFilter,
+    visible: Option<Arc<super::auth::Principal>>,
+}
+
+/// Opens a subscription on `connection`: reads where it starts (the head when no
+/// `since_seq`; 416 when that was compacted), registers it so Unsubscribe and the
+/// connection's end reach it, and returns the answer, what to stream and how it is ended.
+pub fn open(
+    app: &super::app::App,
+    connection: &super::ConnectionInfo,
+    opening: Opening,
+) -> Result<(crate::protocol::Reply, Stream, super::SubscriptionEnd)> {
+    let since = app.store.read(|storage| {
+        let since = match opening.since_seq {
+            Some(since) => since,
+            None => storage.head_revision()? as u64,
+        };
+        check_retained(storage, since)?;
+        Ok(since)
+    })?;
+    let id = crate::methods::new_id();
+    let end = super::SubscriptionEnd::default();
+    connection
+        .subscriptions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone(), end.clone());
+    let answer = reply(&SubscribeResult {
+        subscription_id: id.clone(),
+        since_seq: since,
+    })?;
+    let stream = Stream {
+        id,
+        since,
+        filter: opening.filter,
+        visible: opening.visible,
+    };
+    Ok((answer, stream, end))
 }
 
 impl Method for UnsubscribeParams {

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod journal;
 pub mod limits;
 pub mod locks;
+pub mod notify;
 pub mod operator;
 pub mod state;
 pub mod system;

@@ -30,7 +30,8 @@ use crate::engine::Reply;
 use crate::error::{Error, Result};
 use crate::log_limit::Limited;
 use crate::methods::app::SharedApp;
-use crate::methods::{self, ConnectionInfo, Ctx, Notifier, Plan};
+use crate::methods::{self, ConnectionInfo, Ctx, Plan};
+use crate::protocol::notify::Notifier;
 use crate::protocol::{parse_request, render};
 
 use super::codec::{Frame, LineCodec};
@@ -488,11 +489,11 @@ fn handle_line(
     let queued = match plan {
         Plan::Barrier(_) => Err(Error::Internal("a barrier inside a barrier".into())),
         Plan::Ready(answer) => return Some(Line::Ready(finish(request.id, answer))),
-        Plan::Subscribe {
-            answer,
-            stream,
-            end,
-        } => {
+        Plan::Subscribe(opening) => {
+            let (answer, stream, end) = match methods::journal::open(app, connection, opening) {
+                Ok(opened) => opened,
+                Err(err) => return Some(Line::Ready(finish(request.id, Err(err)))),
+            };
             let (written, gate) = oneshot::channel();
             tokio::spawn(super::subscriptions::stream_events(
                 app.clone(),
@@ -501,7 +502,7 @@ fn handle_line(
                 end,
                 gate,
             ));
-            return Some(Line::ReadyThen(finish(request.id, answer), written));
+            return Some(Line::ReadyThen(finish(request.id, Ok(answer)), written));
         }
         Plan::Read {
             apply,

@@ -4,7 +4,8 @@
 //! last line when it ends.
 
 use crate::methods::journal::{self, Stream};
-use crate::methods::{Notifier, NotifyError, SubscriptionEnd};
+use crate::methods::SubscriptionEnd;
+use crate::protocol::notify::{Notifier, NotifyError};
 
 /// After a stalled subscriber's backlog is dropped, returns what glibc's heap holds free to
 /// the system. Under batond's jemalloc this reaches only memory C code (SQLite) took from
