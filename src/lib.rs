@@ -18,7 +18,7 @@ pub mod bridge;
 pub mod client;
 pub mod clock;
 pub mod config;
-pub mod engine;
+pub(crate) mod engine;
 pub mod error;
 pub(crate) mod json;
 pub(crate) mod log_limit;
