@@ -49,6 +49,13 @@ pub enum Error {
     },
     #[error("idempotency key `{key}` was already used with different params; use a new key for a different request")]
     IdempotencyConflict { key: String },
+    /// A fenced write whose lease is no longer live, or whose fencing token is not the
+    /// key's latest; `data` names the key's holders and its latest token.
+    #[error("{message}")]
+    Fenced {
+        message: String,
+        data: Map<String, Value>,
+    },
     /// A lease that is not (or no longer) the caller's; `data` names the current holder.
     #[error("{message}")]
     LeaseInvalid {
@@ -93,6 +100,7 @@ pub enum Kind {
     NotFound,
     Conflict,
     IdempotencyConflict,
+    Fenced,
     LeaseInvalid,
     ValueTooLarge,
     Compacted,
@@ -102,7 +110,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order the error table lists them.
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Parse,
         Kind::InvalidRequest,
         Kind::MethodNotFound,
@@ -115,6 +123,7 @@ impl Kind {
         Kind::NotFound,
         Kind::Conflict,
         Kind::IdempotencyConflict,
+        Kind::Fenced,
         Kind::LeaseInvalid,
         Kind::ValueTooLarge,
         Kind::Compacted,
@@ -134,7 +143,7 @@ impl Kind {
             Kind::Unauthenticated => 401,
             Kind::Forbidden => 403,
             Kind::NotFound => 404,
-            Kind::Conflict | Kind::IdempotencyConflict => 409,
+            Kind::Conflict | Kind::IdempotencyConflict | Kind::Fenced => 409,
             Kind::LeaseInvalid => 410,
             Kind::ValueTooLarge => 413,
             Kind::Compacted => 416,
@@ -157,6 +166,7 @@ impl Kind {
             Kind::NotFound => "not_found",
             Kind::Conflict => "conflict",
             Kind::IdempotencyConflict => "idempotency_conflict",
+            Kind::Fenced => "fenced",
             Kind::LeaseInvalid => "lease_invalid",
             Kind::ValueTooLarge => "value_too_large",
             Kind::Compacted => "compacted",
@@ -186,6 +196,7 @@ impl Kind {
             Kind::NotFound => "a task, node, lease or subscription that does not exist",
             Kind::Conflict => "a version did not match (data has the current value), or a Txn compare failed (data.failed)",
             Kind::IdempotencyConflict => "an idempotency_key reused within 24 hours with other params (data.idempotency_key names it); use a new key for a new request",
+            Kind::Fenced => "a fenced write (`fence`) whose lease is no longer live, or whose fencing token is not the key's latest: an agent's claim was lost; data.held_by and data.latest_fencing_token say who holds the key now; nothing was written",
             Kind::LeaseInvalid => "a lease id that is stale, expired, released or someone else's",
             Kind::ValueTooLarge => "a value over BATON_MAX_VALUE_BYTES",
             Kind::Compacted => "since_seq older than the retained journal (resume from data.oldest_seq), or History before versions retention removed (data.oldest_version)",
@@ -223,6 +234,7 @@ impl Error {
             Error::Forbidden { .. } => Kind::Forbidden,
             Error::Conflict { .. } => Kind::Conflict,
             Error::IdempotencyConflict { .. } => Kind::IdempotencyConflict,
+            Error::Fenced { .. } => Kind::Fenced,
             Error::LeaseInvalid { .. } => Kind::LeaseInvalid,
             Error::Compacted { .. } | Error::HistoryTrimmed { .. } => Kind::Compacted,
             Error::ValueTooLarge { .. } => Kind::ValueTooLarge,
@@ -234,7 +246,9 @@ impl Error {
     /// The `error` object of a response: `{code, message, data: {kind, ...}}`.
     pub fn to_wire(&self) -> Value {
         let mut data = match self {
-            Error::Conflict { data, .. } | Error::LeaseInvalid { data, .. } => data.clone(),
+            Error::Conflict { data, .. }
+            | Error::LeaseInvalid { data, .. }
+            | Error::Fenced { data, .. } => data.clone(),
             _ => Map::new(),
         };
         data.insert("kind".into(), Value::from(self.kind()));
@@ -439,6 +453,10 @@ mod kind_tests {
                 exact: Vec::new(),
             },
             Error::IdempotencyConflict { key: String::new() },
+            Error::Fenced {
+                message: String::new(),
+                data: Default::default(),
+            },
             Error::LeaseInvalid {
                 message: String::new(),
                 data: Default::default(),

@@ -186,7 +186,14 @@ impl Method for PublishParams {
     type Output = PublishResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_publish(&self, &cx.limits())?;
+        let fence = (self.fence.take())
+            .map(|f| super::locks::fence::fenced(cx, f, "fence"))
+            .transpose()?;
+        let visible = cx.visible();
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            if let Some(fence) = &fence {
+                super::locks::fence::check(ctx, fence, &visible)?;
+            }
             publish(ctx, self)
         })
     }

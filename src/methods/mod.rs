@@ -483,6 +483,7 @@ registry!(
     locks::ResourceLockStatusParams,
     locks::ListResourceLocksParams,
     locks::WaitResourceLockParams,
+    locks::CheckFenceParams,
     tasks::RegisterTaskParams,
     tasks::AcquireNextNodeParams,
     tasks::HeartbeatNodeParams,

@@ -387,6 +387,12 @@ impl Scoped for locks::ResourceLockStatusParams {
     }
 }
 
+impl Scoped for locks::CheckFenceParams {
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        lock_read(cx, &self.resource_key)
+    }
+}
+
 impl Scoped for locks::WaitResourceLockParams {
     fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
         lock_read(cx, &self.resource_key)
@@ -410,16 +416,22 @@ impl Scoped for state::ClearNamespaceParams {
 
 impl Scoped for state::TxnParams {
     /// Every op's namespace for writing, every compare's for reading.
-    fn needs(&self, _: &Ctx<'_>) -> Result<Vec<Need>> {
-        let compares = self
-            .compare
-            .iter()
-            .map(|c| Need::KvRead(c.namespace.clone()));
-        let ops = self
+    /// A lease compare needs to read its resource key's state.
+    fn needs(&self, cx: &Ctx<'_>) -> Result<Vec<Need>> {
+        let mut needs: Vec<Need> = self
             .ops
             .iter()
-            .map(|op| Need::KvWrite(op.namespace.clone()));
-        Ok(ops.chain(compares).collect())
+            .map(|op| Need::KvWrite(op.namespace.clone()))
+            .collect();
+        for c in &self.compare {
+            match (&c.namespace, &c.resource_key) {
+                (Some(namespace), _) => needs.push(Need::KvRead(namespace.clone())),
+                (None, Some(key)) => needs.extend(lock_read(cx, key)?),
+                // Refused as incomplete when its params are checked.
+                (None, None) => {}
+            }
+        }
+        Ok(needs)
     }
 }
 

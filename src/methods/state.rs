@@ -7,6 +7,8 @@
 use serde_json::value::RawValue;
 
 use super::areas::WriteCtx;
+use super::locks::fence::{self, fenced, Fenced};
+use super::locks::Visible;
 use super::Presented;
 use crate::engine::Served;
 use crate::error::{Error, Result};
@@ -200,11 +202,54 @@ pub fn delete(ctx: &mut WriteCtx<'_>, p: DeleteParams) -> Result<DeleteResult> {
     )
 }
 
-pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
-    for (i, c) in p.compare.iter().enumerate() {
-        check_name(&format!("compare[{i}].namespace"), &c.namespace)?;
-        check_name(&format!("compare[{i}].key"), &c.key)?;
+/// A Txn compare, checked: a record's version, or a lease on a resource key.
+pub enum Compare {
+    Version {
+        namespace: String,
+        key: String,
+        version: u64,
+    },
+    Lease(Fenced),
+}
+
+/// Checks each compare: a version compare (`namespace`, `key`, `version`) or a lease
+/// compare (`resource_key` with one of `lease_id` and `fencing_token`), not a mix.
+pub fn compares(p: &mut TxnParams, cx: &Ctx<'_>) -> Result<Vec<Compare>> {
+    let mut checked = Vec::with_capacity(p.compare.len());
+    for (i, c) in std::mem::take(&mut p.compare).into_iter().enumerate() {
+        let field = format!("compare[{i}]");
+        let lease_part =
+            c.resource_key.is_some() || c.lease_id.is_some() || c.fencing_token.is_some();
+        checked.push(match (c.namespace, c.key, c.version, lease_part) {
+            (Some(namespace), Some(key), Some(version), false) => {
+                check_name(&format!("{field}.namespace"), &namespace)?;
+                check_name(&format!("{field}.key"), &key)?;
+                Compare::Version {
+                    namespace,
+                    key,
+                    version,
+                }
+            }
+            (None, None, None, true) => {
+                let fence = crate::protocol::locks::Fence {
+                    resource_key: c.resource_key.unwrap_or_default(),
+                    lease_id: c.lease_id,
+                    fencing_token: c.fencing_token,
+                };
+                Compare::Lease(fenced(cx, fence, &field)?)
+            }
+            _ => {
+                return Err(Error::invalid_params(
+                    field.clone(),
+                    format!("{field} compares a record ({{namespace, key, version}}) or a lease ({{resource_key, lease_id}} or {{resource_key, fencing_token}}); give one of those"),
+                ))
+            }
+        });
     }
+    Ok(checked)
+}
+
+pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
     for (i, op) in p.ops.iter().enumerate() {
         check_name(&format!("ops[{i}].namespace"), &op.namespace)?;
         check_name(&format!("ops[{i}].key"), &op.key)?;
@@ -228,8 +273,18 @@ pub fn check_txn(p: &TxnParams, limits: &Limits) -> Result<()> {
     Ok(())
 }
 
-pub fn txn(ctx: &mut WriteCtx<'_>, p: TxnParams) -> Result<TxnResult> {
-    let failed = failed_compares(ctx.records(), &p.compare)?;
+/// Txn: every fence and compare is judged before anything is written.
+pub fn txn(
+    ctx: &mut WriteCtx<'_>,
+    p: TxnParams,
+    compares: &[Compare],
+    fences: &[Fenced],
+    visible: &Visible,
+) -> Result<TxnResult> {
+    for f in fences {
+        fence::check(ctx, f, visible)?;
+    }
+    let failed = failed_compares(ctx, compares)?;
     if !failed.is_empty() {
         let mut data = serde_json::Map::new();
         let n = failed.len();
@@ -564,21 +619,33 @@ pub fn delete_session_keys(ctx: &mut WriteCtx<'_>, session_id: &str, name: &str)
     Ok(())
 }
 
-/// Every Txn compare that does not hold, as `{namespace, key, expected_version, actual_version}`.
-fn failed_compares(
-    records: &dyn Records,
-    compares: &[TxnCompare],
-) -> Result<Vec<serde_json::Value>> {
+/// Every Txn compare that does not hold: a version compare as `{namespace, key,
+/// expected_version, actual_version}`, a lease compare as `{resource_key, lease_id or
+/// fencing_token, held, latest_fencing_token}`.
+fn failed_compares(ctx: &mut WriteCtx<'_>, compares: &[Compare]) -> Result<Vec<serde_json::Value>> {
     let mut failed = Vec::new();
     for c in compares {
-        let actual = live_version(records.stored(&c.namespace, &c.key)?.as_ref());
-        if actual != c.version {
-            failed.push(serde_json::json!({
-                "namespace": c.namespace,
-                "key": c.key,
-                "expected_version": c.version,
-                "actual_version": actual,
-            }));
+        match c {
+            Compare::Version {
+                namespace,
+                key,
+                version,
+            } => {
+                let actual = live_version(ctx.records().stored(namespace, key)?.as_ref());
+                if actual != *version {
+                    failed.push(serde_json::json!({
+                        "namespace": namespace,
+                        "key": key,
+                        "expected_version": version,
+                        "actual_version": actual,
+                    }));
+                }
+            }
+            Compare::Lease(f) => {
+                if let Some(found) = fence::judge(ctx, f)? {
+                    failed.push(found);
+                }
+            }
         }
     }
     Ok(failed)
@@ -604,7 +671,16 @@ impl Method for SetParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_set(&self, &cx.limits())?;
         let session = self.session_id.take().map(|id| cx.presented(id));
+        let fence = self
+            .fence
+            .take()
+            .map(|f| fenced(cx, f, "fence"))
+            .transpose()?;
+        let visible = cx.visible();
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            if let Some(fence) = &fence {
+                fence::check(ctx, fence, &visible)?;
+            }
             set(ctx, self, session)
         })
     }
@@ -616,7 +692,16 @@ impl Method for DeleteParams {
     type Output = DeleteResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_delete(&self)?;
+        let fence = self
+            .fence
+            .take()
+            .map(|f| fenced(cx, f, "fence"))
+            .transpose()?;
+        let visible = cx.visible();
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            if let Some(fence) = &fence {
+                fence::check(ctx, fence, &visible)?;
+            }
             delete(ctx, self)
         })
     }
@@ -647,11 +732,21 @@ impl Method for HistoryParams {
 
 impl Method for TxnParams {
     const NAME: &'static str = "Txn";
-    const SUMMARY: &'static str = "Atomically check versions (0 = must not exist) and apply set/delete ops: all or nothing; 409 lists every failed compare.";
+    const SUMMARY: &'static str = "Atomically check versions (0 = must not exist) and leases (a live lease_id, the latest fencing_token) and apply set/delete ops, each optionally fenced: all or nothing; 409 lists every failed compare.";
     type Output = TxnResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_txn(&self, &cx.limits())?;
-        write::<Self>(cx, self.idempotency_key.take(), move |ctx| txn(ctx, self))
+        let compares = compares(&mut self, cx)?;
+        let mut fences = Vec::new();
+        for (i, op) in self.ops.iter_mut().enumerate() {
+            if let Some(f) = op.fence.take() {
+                fences.push(fenced(cx, f, &format!("ops[{i}].fence"))?);
+            }
+        }
+        let visible = cx.visible();
+        write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            txn(ctx, self, &compares, &fences, &visible)
+        })
     }
 }
 

@@ -318,6 +318,9 @@ pub struct PublishParams {
     #[schemars(with = "serde_json::Value")]
     pub payload: Json,
     pub actor: Option<String>,
+    /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
+    /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    pub fence: Option<super::locks::Fence>,
     pub idempotency_key: Option<String>,
 }
 

@@ -307,3 +307,43 @@ pub enum WaitResult {
         waited_ms: u64,
     },
 }
+
+/// A write's fence (`fence` on Set, Delete, each Txn op, CompleteNode and Publish): the
+/// write is applied only while the lease `lease_id` on `resource_key` is live, or while no
+/// lease on `resource_key` was granted with a larger fencing token than `fencing_token`.
+/// Exactly one of the two.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fence {
+    pub resource_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_id: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::json::opt_int_param"
+    )]
+    pub fencing_token: Option<u64>,
+}
+
+/// CheckFence: whether `fencing_token` is still the latest on `resource_key`, for a store
+/// outside Baton that keeps its own data and fences its writes itself.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckFenceParams {
+    pub resource_key: String,
+    #[serde(deserialize_with = "crate::json::int_param")]
+    pub fencing_token: u64,
+}
+
+/// CheckFence's answer.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckFenceResult {
+    pub resource_key: String,
+    /// No lease on the key was granted with a larger token.
+    pub latest: bool,
+    /// The largest fencing token granted on the key (0 when none was).
+    pub latest_fencing_token: u64,
+    /// Whether a live lease holds the key now.
+    pub held: bool,
+}

@@ -58,6 +58,9 @@ pub struct SetParams {
     /// Bind the key to this session (RegisterAgent): it is deleted when the session ends,
     /// and `updated_by` defaults to the session's name (given, it must be that name).
     pub session_id: Option<String>,
+    /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
+    /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    pub fence: Option<super::locks::Fence>,
     pub idempotency_key: Option<String>,
 }
 
@@ -79,6 +82,9 @@ pub struct DeleteParams {
     #[schemars(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     pub updated_by: Option<String>,
+    /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
+    /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    pub fence: Option<super::locks::Fence>,
     pub idempotency_key: Option<String>,
 }
 
@@ -155,11 +161,20 @@ pub struct HistoryResult {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TxnCompare {
-    pub namespace: String,
-    pub key: String,
+    /// A version compare: the record `namespace`/`key` is at `version`.
+    pub namespace: Option<String>,
+    pub key: Option<String>,
     /// The version the key must be at; 0 means it must not exist.
-    #[serde(deserialize_with = "crate::json::int_param")]
-    pub version: u64,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
+    /// A lease compare: on `resource_key`, the lease `lease_id` is live, or
+    /// `fencing_token` is the latest granted.
+    pub resource_key: Option<String>,
+    pub lease_id: Option<String>,
+    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
+    #[schemars(skip_serializing_if = "Option::is_none")]
+    pub fencing_token: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
@@ -179,6 +194,10 @@ pub struct TxnOp {
     #[serde(default, deserialize_with = "present_json")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub value: Option<Json>,
+    /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
+    /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    #[serde(default)]
+    pub fence: Option<super::locks::Fence>,
 }
 
 /// Distinguishes `"value": null` (a JSON null to store) from an absent field.

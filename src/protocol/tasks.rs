@@ -219,6 +219,9 @@ pub struct CompleteNodeParams {
     #[serde(alias = "result_payload")]
     #[schemars(with = "Option<serde_json::Value>")]
     pub result: Option<Json>,
+    /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
+    /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    pub fence: Option<super::locks::Fence>,
     pub idempotency_key: Option<String>,
 }
 

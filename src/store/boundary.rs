@@ -226,6 +226,8 @@ pub struct NewLease<'a> {
 /// How a lease ended, kept per key for the next holder (`previous`).
 pub struct LeaseEnd<'a> {
     pub resource_key: &'a str,
+    /// The ended lease's fencing token.
+    pub fencing_token: u64,
     pub outcome: &'a str,
     pub owner: &'a str,
     pub at_ms: i64,
@@ -293,6 +295,9 @@ pub trait Outcomes {
     /// How the last lease on `key` ended.
     fn previous(&self, resource_key: &str) -> Result<Option<Previous>>;
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()>;
+    /// The largest fencing token of any lease on `resource_key` that has ended (0 when
+    /// none): with the live leases' tokens, the key's latest, which fenced writes compare.
+    fn latest_ended_token(&self, resource_key: &str) -> Result<u64>;
     /// Stores every outcome held back, in the open batch: journal events are about to be
     /// removed (`Journal::remove_before`), and with them what would bring those back.
     fn store_held(&self) -> Result<()>;

@@ -11,6 +11,7 @@ mod credentials;
 mod dashboard_login;
 mod docs;
 mod durability;
+mod fence;
 mod guard;
 mod https;
 mod idempotency;

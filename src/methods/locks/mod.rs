@@ -6,8 +6,9 @@
 //! locks in `memory`.
 
 mod conflicts;
+pub mod fence;
 
-pub use conflicts::Want;
+pub use conflicts::{Visible, Want};
 mod held;
 mod memory;
 pub mod rules;
@@ -168,6 +169,17 @@ impl Method for ResourceLockStatusParams {
         let key = key(cx, &self.resource_key)?;
         let visible = cx.visible();
         write::<Self>(cx, None, move |ctx| rules::status(ctx, &key, &visible))
+    }
+}
+
+impl Method for CheckFenceParams {
+    const NAME: &'static str = "CheckFence";
+    const SUMMARY: &'static str = "Is fencing_token still the latest granted on resource_key (no newer lease), for a store outside Baton that fences its own writes; also says whether the key is held.";
+    type Output = CheckFenceResult;
+    fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
+        let key = key(cx, &self.resource_key)?;
+        let token = self.fencing_token;
+        write::<Self>(cx, None, move |ctx| fence::check_token(ctx, &key, token))
     }
 }
 

@@ -127,6 +127,7 @@ fn end_lease_as(
         .delete_lease(&row.resource_key, &row.lease_id)?;
     ctx.outcomes().record_end(&LeaseEnd {
         resource_key: &row.resource_key,
+        fencing_token: row.fencing_token,
         outcome,
         owner: &row.owner,
         at_ms: ctx.now_ms,

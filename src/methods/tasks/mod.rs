@@ -358,7 +358,14 @@ impl Method for CompleteNodeParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
         let presented = cx.presented(std::mem::take(&mut self.lease_id));
+        let fence = (self.fence.take())
+            .map(|f| super::locks::fence::fenced(cx, f, "fence"))
+            .transpose()?;
+        let visible = cx.visible();
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
+            if let Some(fence) = &fence {
+                super::locks::fence::check(ctx, fence, &visible)?;
+            }
             rules::complete(
                 ctx,
                 &self.task_id,

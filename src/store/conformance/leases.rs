@@ -156,6 +156,7 @@ pub(super) fn end_lease(
 ) -> Result<()> {
     o.record_end(end)?;
     let data = serde_json::json!({
+        "fencing_token": end.fencing_token,
         "outcome": end.outcome,
         "moved_to": end.moved_to,
         "note": end.note,
@@ -176,6 +177,7 @@ pub(super) fn end_lease(
 pub(super) fn ended<'a>(key: &'a str, outcome: &'a str, owner: &'a str, at: i64) -> LeaseEnd<'a> {
     LeaseEnd {
         resource_key: key,
+        fencing_token: 0,
         outcome,
         owner,
         at_ms: at,
@@ -258,6 +260,50 @@ pub(super) fn outcomes_recorded_read_and_kept_through_a_clean_close(db: &mut Db)
     db.batch(|_, o| {
         assert_eq!(o.previous("tool:f")?.unwrap().owner, "fay");
         assert_eq!(o.previous("tool:e")?.unwrap().owner, "eve");
+        Ok(())
+    });
+}
+
+/// Fenced writes compare with the largest token of a key's ended leases: kept whatever
+/// order they end in, read back in the batch that ended them, after commit, after a clean
+/// close and after a writer that went without closing (read again from the journal).
+pub(super) fn the_largest_ended_token_of_a_key_is_kept(db: &mut Db) {
+    fn token(key: &str, t: u64) -> LeaseEnd<'_> {
+        LeaseEnd {
+            fencing_token: t,
+            ..ended(key, "released", "ann", T0)
+        }
+    }
+    db.batch(|s, o| {
+        assert_eq!(o.latest_ended_token("tool:t")?, 0);
+        end_lease(s, o, 1, &token("tool:t", 7))?;
+        // A shared holder with an older token ends after it: 7 stays the largest.
+        end_lease(s, o, 2, &token("tool:t", 5))?;
+        assert_eq!(o.latest_ended_token("tool:t")?, 7);
+        end_lease(s, o, 3, &token("tool:u", 9))?;
+        Ok(())
+    });
+    db.batch(|s, o| {
+        assert_eq!(o.latest_ended_token("tool:t")?, 7);
+        end_lease(s, o, 4, &token("tool:t", 6))?;
+        assert_eq!(o.latest_ended_token("tool:t")?, 7);
+        assert_eq!(o.latest_ended_token("tool:u")?, 9);
+        o.store_held()
+    });
+    db.batch(|s, o| end_lease(s, o, 5, &token("tool:t", 11)));
+    db.reopen();
+    db.batch(|s, o| {
+        assert_eq!(o.latest_ended_token("tool:t")?, 11);
+        end_lease(s, o, 6, &token("tool:u", 8))?;
+        end_lease(s, o, 7, &token("tool:v", 3))
+    });
+    db.writes = None;
+    db.store = None;
+    db.start();
+    db.batch(|_, o| {
+        assert_eq!(o.latest_ended_token("tool:t")?, 11);
+        assert_eq!(o.latest_ended_token("tool:u")?, 9);
+        assert_eq!(o.latest_ended_token("tool:v")?, 3);
         Ok(())
     });
 }

@@ -235,6 +235,7 @@ conformance!(
     leases_page_in_key_and_token_order,
     leases_of_session_and_the_fencing_counter,
     outcomes_recorded_read_and_kept_through_a_clean_close,
+    the_largest_ended_token_of_a_key_is_kept,
     nodes_insert_and_read_a_task,
     nodes_runnable_ranks_priority_then_age_then_labels,
     nodes_start_change_release_dependents_finish,

@@ -224,19 +224,30 @@ impl Outcomes for PgConn {
         }
         drop(ahead);
         self.touch(super::LOCKS).defer(format!(
-            "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             VALUES ({}, {}, {}, {}, {}, {})
+            "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note, fencing_token)
+             VALUES ({}, {}, {}, {}, {}, {}, {})
              ON CONFLICT (resource_key) DO UPDATE SET outcome = EXCLUDED.outcome,
                owner = EXCLUDED.owner, at = EXCLUDED.at, moved_to = EXCLUDED.moved_to,
-               note = EXCLUDED.note",
+               note = EXCLUDED.note,
+               fencing_token = GREATEST(lock_outcomes.fencing_token, EXCLUDED.fencing_token)",
             end.resource_key.lit(),
             end.outcome.lit(),
             end.owner.lit(),
             end.at_ms,
             end.moved_to.lit(),
             end.note.lit(),
+            i(end.fencing_token),
         ));
         Ok(())
+    }
+
+    /// Reads after the ends this batch deferred (they go out ahead of the query).
+    fn latest_ended_token(&self, resource_key: &str) -> Result<u64> {
+        let row = self.query_opt(
+            "SELECT fencing_token FROM lock_outcomes WHERE resource_key = $1",
+            &[&resource_key],
+        )?;
+        Ok(row.map_or(0, |r| u(r.get(0))))
     }
 
     fn store_held(&self) -> Result<()> {

@@ -54,6 +54,11 @@ pub(super) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "history_by_revision",
         include_str!("../../../migrations/postgres/0009_history_by_revision.sql"),
     ),
+    (
+        10,
+        "fence_tokens",
+        include_str!("../../../migrations/postgres/0010_fence_tokens.sql"),
+    ),
 ];
 
 /// The advisory lock migrations take (transaction-scoped: safe behind PgBouncer).

@@ -196,6 +196,10 @@ impl Outcomes for SqliteWrites {
         Ok(())
     }
 
+    fn latest_ended_token(&self, resource_key: &str) -> Result<u64> {
+        self.outcomes.latest_ended_token(&self.conn, resource_key)
+    }
+
     fn store_held(&self) -> Result<()> {
         self.outcomes.store(&self.conn)
     }
@@ -470,6 +474,7 @@ mod tests {
             .outcomes()
             .record_end(&LeaseEnd {
                 resource_key: key,
+                fencing_token: seq as u64,
                 outcome,
                 owner,
                 at_ms,

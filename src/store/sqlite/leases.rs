@@ -43,7 +43,8 @@ pub(super) const OUTCOMES_REPLAY_SPAN: i64 = 8_192;
 /// The outcomes the journal events after `lock_outcomes_through` carry, in journal order
 /// (a later end of the same key replaces an earlier one).
 const OUTCOMES_AFTER_MARK: &str = "SELECT resource_key, json_extract(data, '$.outcome'), actor, at,
-            json_extract(data, '$.moved_to'), json_extract(data, '$.note')
+            json_extract(data, '$.moved_to'), json_extract(data, '$.note'),
+            coalesce(json_extract(data, '$.fencing_token'), 0)
      FROM events
      WHERE seq > (SELECT value FROM meta WHERE name = 'lock_outcomes_through')
        AND type IN ('lock.released', 'lock.expired', 'lock.broken')
@@ -61,12 +62,23 @@ const MARK_STORED: &str = concat!(
 pub(super) fn recover_outcomes(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(&format!(
         "BEGIN IMMEDIATE;
-         INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             {OUTCOMES_AFTER_MARK};
+         INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note, fencing_token)
+             {OUTCOMES_AFTER_MARK}
+             {UPSERT_OUTCOME};
          {MARK_STORED};
          COMMIT;"
     ))
 }
+
+/// The last outcome replaces the key's earlier one; the largest ended token is kept.
+macro_rules! upsert_outcome {
+    () => {
+        " ON CONFLICT (resource_key) DO UPDATE SET outcome = excluded.outcome,
+           owner = excluded.owner, at = excluded.at, moved_to = excluded.moved_to,
+           note = excluded.note, fencing_token = max(fencing_token, excluded.fencing_token)"
+    };
+}
+const UPSERT_OUTCOME: &str = upsert_outcome!();
 
 /// How a lease ended, held until stored.
 struct Held {
@@ -75,10 +87,13 @@ struct Held {
     at_ms: i64,
     moved_to: Option<String>,
     note: Option<String>,
+    /// The largest fencing token of the key's leases ended while held.
+    fencing_token: u64,
 }
 
 impl Held {
-    /// From the columns outcome, owner, at, moved_to and note, in that order from `first`.
+    /// From the columns outcome, owner, at, moved_to, note and fencing_token, in that
+    /// order from `first`.
     fn from_row(r: &Row<'_>, first: usize) -> rusqlite::Result<Held> {
         Ok(Held {
             outcome: r.get(first)?,
@@ -86,6 +101,7 @@ impl Held {
             at_ms: r.get(first + 2)?,
             moved_to: r.get(first + 3)?,
             note: r.get(first + 4)?,
+            fencing_token: r.get(first + 5)?,
         })
     }
 
@@ -135,7 +151,13 @@ impl HeldOutcomes {
             let mut rows = stmt.query([])?;
             let mut held = HashMap::new();
             while let Some(r) = rows.next()? {
-                held.insert(r.get(0)?, Held::from_row(r, 1)?);
+                let mut h = Held::from_row(r, 1)?;
+                let key: String = r.get(0)?;
+                if let Some(earlier) = held.get(&key) {
+                    let earlier: &Held = earlier;
+                    h.fencing_token = h.fencing_token.max(earlier.fencing_token);
+                }
+                held.insert(key, h);
             }
             Ok(held)
         })?;
@@ -150,15 +172,35 @@ impl HeldOutcomes {
         }
         let stored = conn
             .with(
-                "SELECT outcome, owner, at, moved_to, note FROM lock_outcomes WHERE resource_key = ?1",
+                "SELECT outcome, owner, at, moved_to, note, fencing_token FROM lock_outcomes WHERE resource_key = ?1",
                 |s| s.query_row([resource_key], |r| Held::from_row(r, 0)),
             )
             .optional()?;
         Ok(stored.as_ref().map(Held::previous))
     }
 
+    /// The largest fencing token of the leases on `resource_key` that ended: held or stored.
+    pub(super) fn latest_ended_token(&self, conn: &impl Sql, resource_key: &str) -> Result<u64> {
+        let held = self
+            .held
+            .borrow()
+            .get(resource_key)
+            .map_or(0, |h| h.fencing_token);
+        let stored: Option<u64> = conn
+            .with(
+                "SELECT fencing_token FROM lock_outcomes WHERE resource_key = ?1",
+                |s| s.query_row([resource_key], |r| r.get(0)),
+            )
+            .optional()?;
+        Ok(held.max(stored.unwrap_or(0)))
+    }
+
     pub(super) fn record(&self, end: &LeaseEnd<'_>) {
-        self.held.borrow_mut().insert(
+        let mut held = self.held.borrow_mut();
+        let earlier = held
+            .get(end.resource_key)
+            .map_or(0, |h: &Held| h.fencing_token);
+        held.insert(
             end.resource_key.to_string(),
             Held {
                 outcome: end.outcome.to_string(),
@@ -166,6 +208,7 @@ impl HeldOutcomes {
                 at_ms: end.at_ms,
                 moved_to: end.moved_to.map(str::to_string),
                 note: end.note.map(str::to_string),
+                fencing_token: earlier.max(end.fencing_token),
             },
         );
         self.recorded.set(self.recorded.get() + 1);
@@ -178,12 +221,21 @@ impl HeldOutcomes {
         let mut held: Vec<(String, Held)> = self.held.borrow_mut().drain().collect();
         held.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         conn.with(
-            "INSERT OR REPLACE INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            concat!(
+                "INSERT INTO lock_outcomes (resource_key, outcome, owner, at, moved_to, note, fencing_token)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                upsert_outcome!()
+            ),
             |insert| {
                 for (key, h) in &held {
                     insert.execute(params![
-                        key, h.outcome, h.owner, h.at_ms, h.moved_to, h.note
+                        key,
+                        h.outcome,
+                        h.owner,
+                        h.at_ms,
+                        h.moved_to,
+                        h.note,
+                        h.fencing_token
                     ])?;
                 }
                 Ok(())

@@ -118,6 +118,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0021_event_filters",
         sql: include_str!("../../../migrations/0021_event_filters.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_fence_tokens",
+        sql: include_str!("../../../migrations/0022_fence_tokens.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
