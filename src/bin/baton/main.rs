@@ -545,13 +545,13 @@ mod tests {
     #[test]
     fn health_reads_what_the_daemon_writes() {
         let health = HealthResult {
-            status: "degraded",
-            database: "failing",
+            status: "degraded".into(),
+            database: "failing".into(),
             database_error: Some("disk".into()),
             schema_version: 4,
-            version: "1.2.3",
+            version: "1.2.3".into(),
             uptime_secs: 9,
-            backend: "postgres",
+            backend: "postgres".into(),
             instance_id: "i1".into(),
             dashboard: None,
         };
@@ -578,7 +578,7 @@ mod tests {
         };
         let metrics = MetricsResult {
             uptime_secs: 7,
-            methods: BTreeMap::from([("Get", figures)]),
+            methods: BTreeMap::from([("Get".into(), figures)]),
             connections: ConnectionFigures {
                 open: 2,
                 total: 3,

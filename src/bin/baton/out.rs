@@ -3,7 +3,9 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use baton::client::{read, Answer, Connection};
+use serde::de::DeserializeOwned;
+
+use baton::client::{read, Connection};
 use baton::protocol::journal::Event;
 
 use crate::failure::Failure;
@@ -41,7 +43,7 @@ impl Out {
 
     /// Calls `method`. With --json, prints its result as batond sent it and returns
     /// `None`; else returns the result read as `R`, for a table.
-    pub async fn answer<R: Answer>(
+    pub async fn answer<R: DeserializeOwned>(
         &self,
         conn: &mut Connection,
         method: &str,
@@ -59,7 +61,7 @@ impl Out {
     /// `fields[0]` have come, and answers as one page: the arrays of `fields` joined, the
     /// rest of the first page, and the last page's `next` (null unless `total` stopped it).
     /// With --json, prints that and returns `None`.
-    pub async fn pages<R: Answer>(
+    pub async fn pages<R: DeserializeOwned>(
         &self,
         conn: &mut Connection,
         method: &str,
