@@ -2,19 +2,24 @@
 //! order, on one connection (a Unix socket, TCP or TLS: [`Target`]), plus the
 //! notifications a subscription pushes. Used by `mcp-bridge` and the `baton` CLI.
 //!
-//! A result comes back as the daemon wrote it ([`Connection::call_raw`]) or read into the
-//! protocol's own result type ([`Connection::call_typed`], [`read`]), so that a field a
-//! client reads is a field the daemon writes: a misspelt or missing one is an error,
-//! never a silent `null`.
+//! A request is the protocol's own params type ([`Request`]), which names its method and
+//! result type: [`Connection::call`] sends it and reads the answer as that result type, so
+//! that a field a client reads is a field the daemon writes (a misspelt or missing one is
+//! an error, never a silent `null`); [`Connection::send`] keeps the result as the daemon
+//! wrote it, to print it or [`read`] it later. [`Connection::call_raw`] sends any method
+//! by name with any params (a tool's arguments, `baton call`).
 
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpStream, UnixStream};
+
+use crate::protocol::auth::AuthenticateParams;
+use crate::protocol::Request;
 
 mod target;
 pub use target::{Endpoint, Target};
@@ -51,8 +56,14 @@ pub enum CallError {
     Unreadable { method: String, detail: String },
 }
 
-/// Reads `method`'s result (as the daemon sent it) as `R`.
-pub fn read<R: DeserializeOwned>(method: &str, result: &RawValue) -> Result<R, CallError> {
+/// Reads the result of a request `R` (as the daemon wrote it) as the method's result type.
+pub fn read<R: Request>(result: &RawValue) -> Result<R::Result, CallError> {
+    read_as(R::METHOD, result)
+}
+
+/// Reads the result of `method` (as the daemon wrote it) as `T`: the method's result type,
+/// or `Value` to take it whole.
+pub fn read_as<T: DeserializeOwned>(method: &str, result: &RawValue) -> Result<T, CallError> {
     serde_json::from_str(result.get()).map_err(|e| CallError::Unreadable {
         method: method.to_string(),
         detail: e.to_string(),
@@ -90,6 +101,16 @@ struct WireError {
 #[derive(Deserialize)]
 struct ErrorKind {
     kind: String,
+}
+
+/// A request line: `{"id", "method", "params"}` and its newline.
+fn line<P: Serialize + ?Sized>(id: u64, method: &str, params: &P) -> serde_json::Result<Vec<u8>> {
+    let mut line = format!("{{\"id\":{id},\"method\":").into_bytes();
+    serde_json::to_writer(&mut line, method)?;
+    line.extend_from_slice(b",\"params\":");
+    serde_json::to_writer(&mut line, params)?;
+    line.extend_from_slice(b"}\n");
+    Ok(line)
 }
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
@@ -148,8 +169,10 @@ impl Connection {
             }
         };
         if let Some(token) = &target.token {
-            conn.call_raw("Authenticate", &serde_json::json!({ "token": token }))
-                .await?;
+            conn.send(&AuthenticateParams {
+                token: token.clone(),
+            })
+            .await?;
         }
         Ok(conn)
     }
@@ -168,39 +191,33 @@ impl Connection {
         }
     }
 
-    /// Sends `method` with `params` and returns the `result` of its answer, as JSON.
-    pub async fn call(&mut self, method: &str, params: &Value) -> Result<Value, CallError> {
-        let result = self.call_raw(method, params).await?;
-        read(method, &result)
+    /// Sends `request` and returns the `result` of its answer read as the method's result
+    /// type.
+    pub async fn call<R: Request>(&mut self, request: &R) -> Result<R::Result, CallError> {
+        let result = self.send(request).await?;
+        read::<R>(&result)
     }
 
-    /// Sends `method` with `params` and returns the `result` of its answer read as `R`,
-    /// the method's result type.
-    pub async fn call_typed<R: DeserializeOwned>(
-        &mut self,
-        method: &str,
-        params: &Value,
-    ) -> Result<R, CallError> {
-        let result = self.call_raw(method, params).await?;
-        read(method, &result)
+    /// Sends `request` and returns the `result` of its answer exactly as the daemon wrote
+    /// it (to print it as it is, or [`read`] it).
+    pub async fn send<R: Request>(&mut self, request: &R) -> Result<Box<RawValue>, CallError> {
+        self.call_raw(R::METHOD, request).await
     }
 
-    /// Sends `method` with `params` and returns the `result` of its answer exactly as
-    /// the daemon wrote it.
-    pub async fn call_raw(
+    /// Sends `method` with `params` (any JSON: a tool's arguments, `baton call`'s) and
+    /// returns the `result` of its answer exactly as the daemon wrote it.
+    pub async fn call_raw<P: Serialize + ?Sized>(
         &mut self,
         method: &str,
-        params: &Value,
+        params: &P,
     ) -> Result<Box<RawValue>, CallError> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut request = format!(
-            "{{\"id\":{id},\"method\":{},\"params\":{params}}}",
-            Value::from(method)
-        );
-        request.push('\n');
+        let request = line(id, method, params).map_err(|e| {
+            CallError::NotSent(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        })?;
         self.writer
-            .write_all(request.as_bytes())
+            .write_all(&request)
             .await
             .map_err(CallError::NotSent)?;
         // TLS keeps what it encrypts until flushed (a no-op on a socket).
@@ -285,32 +302,44 @@ mod tests {
     use tokio::io::AsyncReadExt;
 
     use super::*;
-    use crate::protocol::locks::AcquireResult;
-    use crate::protocol::state::{GetResult, SetResult};
+    use crate::protocol::locks::AcquireResourceLockParams;
+    use crate::protocol::state::{GetParams, SetParams};
+
+    fn text(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.into()).unwrap()
+    }
 
     #[test]
-    fn a_missing_or_misspelt_field_is_an_error() {
-        let read_get =
-            |text: &str| read::<GetResult>("Get", &RawValue::from_string(text.into()).unwrap());
+    fn a_result_not_of_its_type_is_unreadable() {
         // found, but no record: a derived reader of the flattened record would say None.
-        let err = read_get(r#"{"found":true,"namespace":"ns","key":"k"}"#).unwrap_err();
+        let err =
+            read::<GetParams>(&text(r#"{"found":true,"namespace":"ns","key":"k"}"#)).unwrap_err();
         assert!(
             matches!(&err, CallError::Unreadable { method, .. } if method == "Get"),
             "{err}"
         );
         assert!(err.to_string().contains("missing field"), "{err}");
-        let err = read::<AcquireResult>(
-            "AcquireResourceLock",
-            &RawValue::from_string(r#"{"status":"taken","resource_key":"file:a"}"#.into()).unwrap(),
-        )
+        let err = read::<AcquireResourceLockParams>(&text(
+            r#"{"status":"taken","resource_key":"file:a"}"#,
+        ))
         .unwrap_err();
         assert!(err.to_string().contains("taken"), "{err}");
-        let err = read::<SetResult>(
-            "Set",
-            &RawValue::from_string(r#"{"namespace":"ns","key":"k","versoin":2}"#.into()).unwrap(),
-        )
-        .unwrap_err();
+        let err =
+            read::<SetParams>(&text(r#"{"namespace":"ns","key":"k","versoin":2}"#)).unwrap_err();
         assert!(err.to_string().contains("missing field `version`"), "{err}");
+    }
+
+    #[test]
+    fn a_request_is_one_line_of_its_params() {
+        let get = GetParams {
+            namespace: "ns".into(),
+            key: "k\n\"".into(),
+        };
+        let line = line(7, GetParams::METHOD, &get).unwrap();
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"id\":7,\"method\":\"Get\",\"params\":{\"namespace\":\"ns\",\"key\":\"k\\n\\\"\"}}\n"
+        );
     }
 
     /// Runs `check` against a connection whose daemon answers every request line with
@@ -355,8 +384,8 @@ mod tests {
             async |conn| {
                 let raw = conn.call_raw("Get", &Value::Null).await.unwrap();
                 assert_eq!(raw.get(), r#"{"b": 1.50,"a":[1e3]}"#);
-                assert_eq!(conn.call("Get", &Value::Null).await.unwrap(), Value::Null);
-                match conn.call("Set", &Value::Null).await {
+                assert_eq!(conn.call_raw("Get", &()).await.unwrap().get(), "null");
+                match conn.call_raw("Set", &Value::Null).await {
                     Err(CallError::Daemon {
                         code: 409,
                         kind,
@@ -368,25 +397,25 @@ mod tests {
                     }
                     other => panic!("{other:?}"),
                 }
-                match conn.call("Set", &Value::Null).await {
+                match conn.call_raw("Set", &Value::Null).await {
                     Err(CallError::Daemon { kind, .. }) => assert_eq!(kind, "request_too_large"),
                     other => panic!("{other:?}"),
                 }
-                match conn.call("Get", &Value::Null).await {
+                match conn.call_raw("Get", &Value::Null).await {
                     Err(CallError::Lost(why)) => assert!(why.contains("another request"), "{why}"),
                     other => panic!("{other:?}"),
                 }
             },
         );
         with_answers(&["not json"], async |conn| {
-            match conn.call("Get", &Value::Null).await {
+            match conn.call_raw("Get", &Value::Null).await {
                 Err(CallError::Lost(why)) => assert!(why.contains("not JSON"), "{why}"),
                 other => panic!("{other:?}"),
             }
         });
         with_answers(
             &[r#"{"id":ID,"error":{"code":400,"message":"x","data":{}}}"#],
-            async |conn| match conn.call("Get", &Value::Null).await {
+            async |conn| match conn.call_raw("Get", &Value::Null).await {
                 Err(CallError::Unreadable { detail, .. }) => {
                     assert!(detail.contains("kind"), "{detail}")
                 }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// One request of a method: its params, as a client serializes them (an absent optional
 /// field is left out, as a client would leave it) and the daemon parses them, with the
 /// method's wire name and the type of its result. The daemon's handler of each is
-/// `methods::Method`.
+/// `methods::Method`; a client sends it with `client::Connection::call`.
 pub trait Request: Serialize + DeserializeOwned + JsonSchema {
     /// The method's wire name.
     const METHOD: &'static str;

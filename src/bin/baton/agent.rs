@@ -195,7 +195,7 @@ pub async fn inbox(
         if out.json {
             out.raw(&result);
         }
-        let page: ReadInboxResult = baton::client::read("ReadInbox", &result)?;
+        let page: ReadInboxResult = baton::client::read_as("ReadInbox", &result)?;
         if !out.json && (!page.messages.is_empty() || !follow) {
             print(out, &page.messages);
         }

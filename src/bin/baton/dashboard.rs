@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use baton::client::Connection;
+use baton::client::{read_as, Connection};
 
 use crate::failure::{Failure, Outcome};
 
@@ -17,7 +17,7 @@ pub async fn dashboard(
     let base = match http {
         Some(base) => base,
         None => {
-            let health = conn.call("Health", &json!({})).await?;
+            let health: Value = read_as("Health", &conn.call_raw("Health", &json!({})).await?)?;
             match health["dashboard"].as_str() {
                 Some(base) => base.to_string(),
                 None => {
@@ -29,12 +29,13 @@ pub async fn dashboard(
             }
         }
     };
-    let created: Value = conn
-        .call(
+    let created = conn
+        .call_raw(
             "CreateToken",
             &json!({"name": "dashboard", "scopes": ["read"], "ttl_secs": ttl}),
         )
         .await?;
+    let created: Value = read_as("CreateToken", &created)?;
     let Some(token) = created["token"].as_str() else {
         return Err(Failure::new(
             1,

@@ -8,7 +8,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::json;
 
-use baton::client::{CallError, Connection, Target};
+use baton::client::{read_as, CallError, Connection, Target};
 use baton::protocol::locks::{HeldBy, Holders, StatusResult};
 
 use crate::failure::Failure;
@@ -66,7 +66,8 @@ pub async fn check(
     for path in paths {
         let key = format!("file:{}", path.display());
         let params = json!({ "resource_key": key });
-        let status: StatusResult = match conn.call_typed("ResourceLockStatus", &params).await {
+        let answer = conn.call_raw("ResourceLockStatus", &params).await;
+        let status: StatusResult = match answer.and_then(|r| read_as("ResourceLockStatus", &r)) {
             Ok(status) => status,
             // Outside the workspace (or not a path batond can name): not coordinated.
             Err(CallError::Daemon { kind, .. }) if kind == "invalid" => continue,

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use baton::client::{read, Connection};
+use baton::client::{read_as, Connection};
 use baton::protocol::locks::{
     AcquireResult, HeartbeatResult, Holders, ListResourceLocksResult, Outcome as LeaseOutcome,
     StatusResult,
@@ -60,7 +60,7 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
                     ]),
                 )
                 .await?;
-            let r: AcquireResult = read("AcquireResourceLock", &result)?;
+            let r: AcquireResult = read_as("AcquireResourceLock", &result)?;
             // already_held through another connection: the lease id went only to that one.
             let held_elsewhere =
                 matches!(&r, AcquireResult::AlreadyHeld(lease) if lease.lease_id.is_none());
@@ -189,7 +189,7 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             let result = conn
                 .call_raw("ResourceLockStatus", &json!({"resource_key": key}))
                 .await?;
-            let r: StatusResult = read("ResourceLockStatus", &result)?;
+            let r: StatusResult = read_as("ResourceLockStatus", &result)?;
             let held = matches!(r, StatusResult::Held { .. });
             if out.json {
                 out.raw(&result);
@@ -269,7 +269,8 @@ mod tests {
             resource_key: "file:a".into(),
             outcome: LeaseOutcome::Moved,
         };
-        let r: Released = read("ReleaseResourceLock", &to_raw_value(&released).unwrap()).unwrap();
+        let r: Released =
+            read_as("ReleaseResourceLock", &to_raw_value(&released).unwrap()).unwrap();
         assert_eq!(r.outcome, LeaseOutcome::Moved);
     }
 }

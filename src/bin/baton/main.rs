@@ -10,7 +10,7 @@ use clap::Parser;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use baton::client::{read, Connection, Target};
+use baton::client::{read_as, Connection, Target};
 use baton::protocol::journal::ReadEventsResult;
 use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult, SetResult};
 
@@ -38,7 +38,7 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             let result = conn
                 .call_raw("Get", &json!({"namespace": namespace, "key": key}))
                 .await?;
-            let r: GetResult = read("Get", &result)?;
+            let r: GetResult = read_as("Get", &result)?;
             if out.json {
                 out.raw(&result);
             } else if let Some(record) = &r.record {
@@ -555,7 +555,7 @@ mod tests {
             instance_id: "i1".into(),
             dashboard: None,
         };
-        let r: Health = read("Health", &to_raw_value(&health).unwrap()).unwrap();
+        let r: Health = read_as("Health", &to_raw_value(&health).unwrap()).unwrap();
         assert_eq!(
             (r.status.as_str(), r.database.as_str(), r.schema_version),
             ("degraded", "failing", 4)
@@ -617,7 +617,7 @@ mod tests {
             inbox_waiters: 0,
             instances: 1,
         };
-        let r: Metrics = read("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
+        let r: Metrics = read_as("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
         let get = &r.methods["Get"];
         assert_eq!(
             (get.count, get.errors, get.p50_us, get.p99_us),

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use serde::de::DeserializeOwned;
 
-use baton::client::{read, Connection};
+use baton::client::{read_as, Connection};
 use baton::protocol::journal::Event;
 
 use crate::failure::Failure;
@@ -54,7 +54,7 @@ impl Out {
             self.raw(&result);
             return Ok(None);
         }
-        Ok(Some(read(method, &result)?))
+        Ok(Some(read_as(method, &result)?))
     }
 
     /// Calls a paged `method`, following `next` until the end or until `total` items of
@@ -117,7 +117,7 @@ impl Out {
         }
         let whole = serde_json::value::to_raw_value(&whole)
             .map_err(|e| Failure::new(1, format!("{method}: {e}")))?;
-        Ok(Some(read(method, &whole)?))
+        Ok(Some(read_as(method, &whole)?))
     }
 
     /// Rows under a header, columns aligned.
