@@ -3,7 +3,10 @@
 use std::io::Read;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use baton::protocol::{Json, Request};
 
 use crate::failure::Failure;
 
@@ -432,11 +435,14 @@ pub fn default_owner() -> String {
     format!("{user}@{host}")
 }
 
-/// Params with the `None` fields left out.
-pub fn params(fields: Vec<(&str, Option<Value>)>) -> Value {
-    let map: Map<String, Value> = fields
-        .into_iter()
-        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
-        .collect();
-    Value::Object(map)
+/// A JSON value read from an argument, as params carry it (spelt as `value` serializes).
+pub fn json(value: &Value) -> Json {
+    serde_json::value::to_raw_value(value).expect("a JSON value serializes")
+}
+
+/// An argument read as the field `name` of `R`'s params; refused (exit 2) in the words
+/// batond uses for a field it cannot read.
+pub fn field<R: Request, T: DeserializeOwned>(name: &str, text: String) -> Result<T, Failure> {
+    serde_json::from_value(Value::String(text))
+        .map_err(|e| Failure::new(2, format!("{}: field `{name}`: {e}", R::METHOD)))
 }

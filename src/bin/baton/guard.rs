@@ -6,10 +6,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::json;
-
-use baton::client::{read_as, CallError, Connection, Target};
-use baton::protocol::locks::{HeldBy, Holders, StatusResult};
+use baton::client::{CallError, Connection, Target};
+use baton::protocol::locks::{HeldBy, Holders, ResourceLockStatusParams, StatusResult};
 
 use crate::failure::Failure;
 
@@ -64,10 +62,10 @@ pub async fn check(
 ) -> Result<Vec<Refusal>, CallError> {
     let mut refusals = Vec::new();
     for path in paths {
-        let key = format!("file:{}", path.display());
-        let params = json!({ "resource_key": key });
-        let answer = conn.call_raw("ResourceLockStatus", &params).await;
-        let status: StatusResult = match answer.and_then(|r| read_as("ResourceLockStatus", &r)) {
+        let ask = ResourceLockStatusParams {
+            resource_key: format!("file:{}", path.display()),
+        };
+        let status = match conn.call(&ask).await {
             Ok(status) => status,
             // Outside the workspace (or not a path batond can name): not coordinated.
             Err(CallError::Daemon { kind, .. }) if kind == "invalid" => continue,
