@@ -44,6 +44,7 @@ impl MethodStats {
 }
 
 pub use crate::protocol::system::MethodFigures;
+use crate::protocol::system::Text;
 
 /// One method's latency histogram in seconds, Prometheus-style.
 pub struct Histogram {
@@ -223,7 +224,7 @@ impl Metrics {
     }
 
     /// Figures of every method that has served at least one request.
-    pub fn methods(&self) -> BTreeMap<&'static str, MethodFigures> {
+    pub fn methods(&self) -> BTreeMap<Text, MethodFigures> {
         self.served()
             .map(|(name, stats, counts, total)| {
                 let figures = MethodFigures {
@@ -233,7 +234,7 @@ impl Metrics {
                     p99_us: stats.percentile(&counts, total, 0.99),
                     max_us: stats.max_us.load(Ordering::Relaxed),
                 };
-                (name, figures)
+                (name.into(), figures)
             })
             .collect()
     }

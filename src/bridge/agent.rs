@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::task::JoinHandle;
 
 use crate::client::{CallError, Connection, Target};
+use crate::protocol::agents::AgentHeartbeatParams;
 
 /// How long the session lives without a heartbeat; the bridge beats every third of it.
 pub const JOIN_TTL_SECS: u64 = 60;
@@ -38,7 +38,11 @@ impl Drop for Joined {
 /// Heartbeats the session until it is gone (ended, taken over) or the bridge stops.
 async fn beat(target: Target, session_id: String) {
     let every = Duration::from_secs(JOIN_TTL_SECS / 3);
-    let params = json!({"session_id": session_id, "ttl_secs": JOIN_TTL_SECS});
+    let heartbeat = AgentHeartbeatParams {
+        session_id,
+        ttl_secs: Some(JOIN_TTL_SECS),
+        idempotency_key: None,
+    };
     let mut conn: Option<Connection> = None;
     loop {
         tokio::time::sleep(every).await;
@@ -46,7 +50,7 @@ async fn beat(target: Target, session_id: String) {
             conn = Connection::open(&target).await.ok();
         }
         let Some(c) = conn.as_mut() else { continue };
-        match c.call_raw("AgentHeartbeat", &params).await {
+        match c.send(&heartbeat).await {
             Ok(_) => {}
             Err(CallError::Daemon { kind, .. }) if kind == "lease_invalid" => return,
             // batond briefly away: try again on a new connection next time.

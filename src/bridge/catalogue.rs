@@ -6,6 +6,22 @@ use serde_json::json;
 
 use super::schema::{any, boolean, bounded, integer, object, output, string, strings};
 use super::tools::{Group, Kind, Tool};
+use crate::protocol::agents::{
+    AckMessagesParams, ListAgentsParams, ReadInboxParams, RegisterAgentParams, SendMessageParams,
+};
+use crate::protocol::journal::{PublishParams, ReadEventsParams};
+use crate::protocol::locks::{
+    AcquireResourceLockParams, HeartbeatResourceLockParams, ListResourceLocksParams,
+    ReleaseResourceLockParams, ResourceLockStatusParams, WaitResourceLockParams,
+};
+use crate::protocol::state::{
+    DeleteParams, GetParams, HistoryParams, ListParams, SetParams, TxnParams,
+};
+use crate::protocol::tasks::{
+    AcquireNextNodeParams, CommitEventParams, CompleteNodeParams, FailNodeParams,
+    HeartbeatNodeParams, RegisterTaskParams, TaskStatusParams,
+};
+use crate::protocol::Request;
 
 const NAMESPACE: &str = "Namespace of the value, e.g. the project or workflow name.";
 const KEY: &str = "Key of the value within the namespace.";
@@ -43,7 +59,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_claim",
             group: Group::Locks,
-            method: "AcquireResourceLock",
+            method: AcquireResourceLockParams::METHOD,
             kind: Kind::Claim,
             title: "Claim a resource",
             description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. fencing_token numbers claims in the order they were granted (it only grows): pass yours to whatever stores your result (a database row, an artifact, a deploy), so that a write from a claim that has since been lost, and overtaken by a newer one, can be refused.",
@@ -70,7 +86,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_heartbeat",
             group: Group::Locks,
-            method: "HeartbeatResourceLock",
+            method: HeartbeatResourceLockParams::METHOD,
             kind: Kind::Plain,
             title: "Extend a lease",
             description: "Extend a lease you hold to ttl_secs from now; during long work call it well before expires_at. An error means the lease is gone (expired or released): stop changing the resource and claim it again with baton_claim.",
@@ -87,7 +103,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_release",
             group: Group::Locks,
-            method: "ReleaseResourceLock",
+            method: ReleaseResourceLockParams::METHOD,
             kind: Kind::Release,
             title: "Release a lease",
             description: "Release a lease right after your change, saying honestly what you did: outcome modified, created, deleted, moved (give moved_to), released (you changed nothing; the default) or abandoned (you gave up midway). The next claimant sees it as `previous`.",
@@ -106,7 +122,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_lock_status",
             group: Group::Locks,
-            method: "ResourceLockStatus",
+            method: ResourceLockStatusParams::METHOD,
             kind: Kind::Plain,
             title: "Who holds a resource",
             description: "Whether a resource is available or held (by whom, until when, and the holder's fencing_token, which a store can compare with the token a writer presents), and what its last holder did. Read-only: use it when planning work; claim with baton_claim before changing the resource.",
@@ -123,7 +139,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_wait",
             group: Group::Locks,
-            method: "WaitResourceLock",
+            method: WaitResourceLockParams::METHOD,
             kind: Kind::Wait,
             title: "Wait until a resource is free",
             description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder (its owner, expiry and fencing_token, the number its writes carry). Stops when you cancel the call.",
@@ -143,7 +159,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_locks",
             group: Group::Locks,
-            method: "ListResourceLocks",
+            method: ListResourceLocksParams::METHOD,
             kind: Kind::Plain,
             title: "List live leases",
             description: "List live leases: who holds which resource, until when, and each holder's fencing_token (the number that holder's writes carry; a store that checks it refuses writes from older claims). Optionally only those under a resource prefix or of one owner. It never shows lease ids: release your own claims with the lease_id baton_claim gave you.",
@@ -162,7 +178,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_get",
             group: Group::State,
-            method: "Get",
+            method: GetParams::METHOD,
             kind: Kind::Plain,
             title: "Read a shared value",
             description: "Read a shared value and its version. Read before you write: pass this version as expected_version to baton_set, and read again whenever baton_set reports a conflict. found false means the key does not exist (create it with expected_version 0).",
@@ -175,7 +191,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_set",
             group: Group::State,
-            method: "Set",
+            method: SetParams::METHOD,
             kind: Kind::Guarded,
             title: "Write a shared value",
             description: "Write a shared value safely: read it with baton_get, work, then write with expected_version = the version you read (0 to create a new key). If someone wrote it meanwhile you get an error with the current version and value: merge your change into that value and retry with its version. expected_version is required; force true overwrites blindly (last writer wins) and is only for values nobody else edits.",
@@ -198,7 +214,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_delete",
             group: Group::State,
-            method: "Delete",
+            method: DeleteParams::METHOD,
             kind: Kind::Guarded,
             title: "Delete a shared value",
             description: "Delete a shared value: pass expected_version = the version you read with baton_get; a conflict means it changed since, so re-read before deciding. force true deletes whatever is there. Its history stays readable with baton_history.",
@@ -216,7 +232,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_list",
             group: Group::State,
-            method: "List",
+            method: ListParams::METHOD,
             kind: Kind::Plain,
             title: "List shared values",
             description: "List the values of a namespace in key order, optionally by key prefix; fetch the next page with after = next.",
@@ -234,7 +250,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_history",
             group: Group::State,
-            method: "History",
+            method: HistoryParams::METHOD,
             kind: Kind::Plain,
             title: "Past versions of a value",
             description: "Past versions of one value, newest first: who wrote what, when. Use it to see why a value changed or to recover an older value.",
@@ -253,7 +269,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_txn",
             group: Group::State,
-            method: "Txn",
+            method: TxnParams::METHOD,
             kind: Kind::Attributed("updated_by"),
             title: "Change several values atomically",
             description: "Change several values at once, all or nothing: every compare must hold (version = the one you read with baton_get; 0 = must not exist), else nothing is written and the error lists the compares that failed, so re-read those keys and retry.",
@@ -276,7 +292,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_register",
             group: Group::Tasks,
-            method: "RegisterTask",
+            method: RegisterTaskParams::METHOD,
             kind: Kind::Plain,
             title: "Register a task graph",
             description: "Register a task as a graph of nodes (steps): a node runs only after all its dependencies completed. Workers then take nodes with baton_task_next. An unknown dependency, a duplicate id or a cycle is refused and nothing is stored.",
@@ -302,7 +318,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_next",
             group: Group::Tasks,
-            method: "AcquireNextNode",
+            method: AcquireNextNodeParams::METHOD,
             kind: Kind::NextNode,
             title: "Take the next node to work on",
             description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable now: with a task_id, task_status says whether the task is finished (completed, failed, cancelled: stop) or still running (others hold its remaining nodes: wait_ms waits for one). Waiting stops when you cancel the call.",
@@ -320,7 +336,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_heartbeat",
             group: Group::Tasks,
-            method: "HeartbeatNode",
+            method: HeartbeatNodeParams::METHOD,
             kind: Kind::Plain,
             title: "Extend a node lease",
             description: "Extend your node lease to ttl_secs from now; call it well before lease_expires_at during long work. An error means the lease lapsed and the node went back to the queue: stop, and take a node again with baton_task_next.",
@@ -338,7 +354,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_complete",
             group: Group::Tasks,
-            method: "CompleteNode",
+            method: CompleteNodeParams::METHOD,
             kind: Kind::Plain,
             title: "Complete a node",
             description: "Finish your node with its result (any JSON): nodes that depend on it become runnable and get it in dependency_results.",
@@ -356,7 +372,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_fail",
             group: Group::Tasks,
-            method: "FailNode",
+            method: FailNodeParams::METHOD,
             kind: Kind::Plain,
             title: "Fail a node",
             description: "Report that your node failed: it goes back to the queue while attempts remain and retry is true (the default), else it is FAILED and the nodes depending on it never run.",
@@ -375,7 +391,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_status",
             group: Group::Tasks,
-            method: "TaskStatus",
+            method: TaskStatusParams::METHOD,
             kind: Kind::Plain,
             title: "A task's progress",
             description: "A task's status (running, completed, failed, cancelled), its node counts by state, and its nodes with their state and result (up to 1000 at a time: pass next as after for more).",
@@ -392,7 +408,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_task_event",
             group: Group::Tasks,
-            method: "CommitEvent",
+            method: CommitEventParams::METHOD,
             kind: Kind::Plain,
             title: "Record a node event",
             description: "Record a progress event of a node (action_type and payload) in the journal; later workers of the task see it in recent_events. Pass lease_id while you hold the node.",
@@ -412,7 +428,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_events",
             group: Group::Events,
-            method: "ReadEvents",
+            method: ReadEventsParams::METHOD,
             kind: Kind::Plain,
             title: "Read the journal",
             description: "Read the journal of changes (writes, claims, releases, task steps, published events) after since_seq, optionally filtered; continue from next_seq to see only what is new.",
@@ -433,7 +449,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_publish",
             group: Group::Events,
-            method: "Publish",
+            method: PublishParams::METHOD,
             kind: Kind::Attributed("actor"),
             title: "Publish an event",
             description: "Publish a custom event (type custom.<topic>) to the journal, for other agents reading baton_events or subscribed.",
@@ -450,7 +466,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_join",
             group: Group::Agents,
-            method: "RegisterAgent",
+            method: RegisterAgentParams::METHOD,
             kind: Kind::Join,
             title: "Join as an agent",
             description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: a conflict means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session). A name belongs to the token that first joined under it: another token's name is refused (forbidden), takeover or not; pick a name of your own.",
@@ -467,7 +483,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_agents",
             group: Group::Agents,
-            method: "ListAgents",
+            method: ListAgentsParams::METHOD,
             kind: Kind::Plain,
             title: "List agents",
             description: "Who is here: each live agent's name, role, when it was last seen, the resources and task nodes it holds, and how many messages it has not read yet.",
@@ -483,7 +499,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_send",
             group: Group::Agents,
-            method: "SendMessage",
+            method: SendMessageParams::METHOD,
             kind: Kind::AsAgent,
             title: "Send a message",
             description: "Send a message from you (after baton_join) to other agents by name, or to \"*\" for every agent that ever joined. It waits in each recipient's inbox until they acknowledge it, even if they are not running now. Use thread_id to keep a conversation together and reply_to to answer a message_id.",
@@ -508,7 +524,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_inbox",
             group: Group::Agents,
-            method: "ReadInbox",
+            method: ReadInboxParams::METHOD,
             kind: Kind::AsAgent,
             title: "Read your messages",
             description: "Your messages (after baton_join), oldest first, starting after the last one you acknowledged; with wait_ms, waits up to that long for one to arrive. Reading does not remove them: call baton_ack with the seq of the last one you handled.",
@@ -525,7 +541,7 @@ pub fn catalogue() -> Vec<Tool> {
         Tool {
             name: "baton_ack",
             group: Group::Agents,
-            method: "AckMessages",
+            method: AckMessagesParams::METHOD,
             kind: Kind::AsAgent,
             title: "Acknowledge messages",
             description: "Mark your messages up to seq up_to as handled: baton_inbox then starts after them. up_to must be the seq of a message you read (at most your newest). Returns how many were acknowledged and how many are still unread.",

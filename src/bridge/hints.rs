@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 use super::tools::{self, Group, Kind, Tool};
 use crate::client::CallError;
 use crate::protocol::locks::HeldBy;
+use crate::protocol::state::DeleteParams;
+use crate::protocol::Request;
 
 /// What the hints read of a failed compare-and-set's `data`.
 #[derive(Deserialize)]
@@ -215,14 +217,15 @@ fn conflict_hint(tool: &Tool, args: &Map<String, Value>, data: &Value) -> Option
     let written_by = actual_updated_by.as_deref().unwrap_or("another agent");
     let (ns, key) = (argument(args, "namespace"), argument(args, "key"));
     let name = tool.name;
-    Some(match (actual, tool.method) {
-        (0, "Delete") => format!(
+    let delete = tool.method == DeleteParams::METHOD;
+    Some(match (actual, delete) {
+        (0, true) => format!(
             "{ns}/{key} does not exist (you expected version {expected}), so there is nothing to delete; call baton_get if you want to check."
         ),
-        (0, _) => format!(
+        (0, false) => format!(
             "Version conflict on {ns}/{key}: it does not exist (you expected version {expected}), so nothing was written; call baton_get to check, or call {name} again with expected_version 0 to create it."
         ),
-        (_, "Delete") => format!(
+        (_, true) => format!(
             "Version conflict on {ns}/{key}: it is at version {actual}, written by {written_by} (you expected version {expected}), so nothing was deleted; call baton_get to read version {actual}, and if it should still go call baton_delete with expected_version {actual}."
         ),
         _ => format!(

@@ -30,10 +30,12 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
-use crate::client::{read, CallError, Connection, Target};
-use crate::protocol::agents::RegisterAgentResult;
-use crate::protocol::locks::{AcquireResult, Holders, Lease};
-use crate::protocol::tasks::{AcquiredNode, TaskStatus, TaskStatusResult};
+use crate::client::{read, read_as, CallError, Connection, Target};
+use crate::protocol::agents::RegisterAgentParams;
+use crate::protocol::locks::{AcquireResourceLockParams, AcquireResult, Holders, Lease};
+use crate::protocol::state::SetParams;
+use crate::protocol::tasks::{AcquireNextNodeParams, TaskStatus, TaskStatusParams};
+use crate::protocol::Request;
 use hints::{error, failure, ok};
 use tools::{Group, Kind, Tool};
 
@@ -92,14 +94,19 @@ impl Bridge {
         {
             return;
         }
-        let params = json!({"name": name, "release_on_disconnect": true,
-            "ttl_secs": agent::JOIN_TTL_SECS});
-        match self.call_main("RegisterAgent", params).await {
-            Ok(result) => {
-                if let Ok(r) = read::<RegisterAgentResult>("RegisterAgent", &result) {
-                    let joined = agent::Joined::new(self.target.clone(), r.name, r.session_id);
-                    *self.joined.lock().expect("joined agent") = Some(joined);
-                }
+        let join = RegisterAgentParams {
+            name: name.clone(),
+            role: None,
+            metadata: None,
+            ttl_secs: Some(agent::JOIN_TTL_SECS),
+            release_on_disconnect: true,
+            takeover: false,
+            idempotency_key: None,
+        };
+        match self.request(&join).await {
+            Ok(r) => {
+                let joined = agent::Joined::new(self.target.clone(), r.name, r.session_id);
+                *self.joined.lock().expect("joined agent") = Some(joined);
             }
             Err(err) => {
                 tracing::warn!(%err, "cannot join as agent {name}; baton_join can try again")
@@ -165,17 +172,28 @@ impl Bridge {
             .with_annotations(annotations)
     }
 
+    /// Sends the bridge's own `request` on the session's connection (see `call_main`) and
+    /// reads its result.
+    async fn request<R: Request + Sync>(&self, request: &R) -> Result<R::Result, CallError> {
+        let result = self.call_main(R::METHOD, request).await?;
+        read::<R>(&result)
+    }
+
     /// Runs `method` on the session's connection, connecting (again) when needed. A
     /// request that could not even be sent on a stale connection is sent once more on a
     /// new one; a request whose answer was lost is not repeated.
-    async fn call_main(&self, method: &str, params: Value) -> Result<Box<RawValue>, CallError> {
+    async fn call_main<P: serde::Serialize + Sync + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Box<RawValue>, CallError> {
         let mut main = self.main.lock().await;
         for attempt in 0..2 {
             if main.is_none() {
                 *main = Some(Connection::open(&self.target).await?);
             }
             let conn = main.as_mut().expect("connected above");
-            match tokio::time::timeout(CALL_TIMEOUT, conn.call_raw(method, &params)).await {
+            match tokio::time::timeout(CALL_TIMEOUT, conn.call_raw(method, params)).await {
                 Ok(Err(CallError::NotSent(e))) => {
                     *main = None;
                     if attempt == 1 {
@@ -304,7 +322,7 @@ impl Bridge {
             Kind::Guarded => {
                 let force = own.get("force").and_then(Value::as_bool) == Some(true);
                 if !force && !args.contains_key("expected_version") {
-                    let what = if tool.method == "Set" {
+                    let what = if tool.method == SetParams::METHOD {
                         "write"
                     } else {
                         "delete"
@@ -344,7 +362,7 @@ impl Bridge {
                 Err(e) => Err(e),
             }
         } else {
-            self.call_main(tool.method, params)
+            self.call_main(tool.method, &params)
                 .await
                 .map(|result| (result, None))
         };
@@ -364,20 +382,23 @@ impl Bridge {
             }
         }
         // Nothing runnable in one task: say whether that task is over.
-        let ask_about = match (&answer, args.get("task_id")) {
+        let ask_about = match (&answer, args.get("task_id").and_then(Value::as_str)) {
             (Ok((result, _)), Some(task_id))
                 if tool.kind == Kind::NextNode && result.get() == "null" =>
             {
-                Some(task_id.clone())
+                Some(task_id.to_string())
             }
             _ => None,
         };
         let task_status = match ask_about {
             Some(task_id) => self
-                .call_main("TaskStatus", json!({ "task_id": task_id }))
+                .request(&TaskStatusParams {
+                    task_id,
+                    limit: None,
+                    after: None,
+                })
                 .await
                 .ok()
-                .and_then(|r| read::<TaskStatusResult>("TaskStatus", &r).ok())
                 .map(|r| r.task.status),
             None => None,
         };
@@ -397,9 +418,9 @@ impl Bridge {
         conn: Option<Connection>,
         task_status: Option<TaskStatus>,
     ) -> Result<CallToolResult, CallError> {
-        let mut value: Value = read(tool.method, result)?;
+        let mut value: Value = read_as(tool.method, result)?;
         match tool.kind {
-            Kind::Claim => match read(tool.method, result)? {
+            Kind::Claim => match read::<AcquireResourceLockParams>(result)? {
                 AcquireResult::Acquired(Lease {
                     lease_id: Some(lease),
                     ..
@@ -445,7 +466,7 @@ impl Bridge {
                 _ => {}
             },
             Kind::Join => {
-                let joined: RegisterAgentResult = read(tool.method, result)?;
+                let joined = read::<RegisterAgentParams>(result)?;
                 let agent = agent::Joined::new(self.target.clone(), joined.name, joined.session_id);
                 // The session id stays with the bridge: the model acts through the tools.
                 if let Value::Object(map) = &mut value {
@@ -454,7 +475,7 @@ impl Bridge {
                 *self.joined.lock().expect("joined agent") = Some(agent);
             }
             Kind::NextNode => {
-                if read::<Option<AcquiredNode>>(tool.method, result)?.is_none() {
+                if read::<AcquireNextNodeParams>(result)?.is_none() {
                     return Ok(ok(match task_status {
                         Some(status) => json!({"status": "none", "task_status": status}),
                         None => json!({"status": "none"}),

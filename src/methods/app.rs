@@ -62,8 +62,8 @@ impl App {
     pub fn describe_interface(&self) -> &RawValue {
         self.describe.get_or_init(|| {
             let result = system::DescribeInterfaceResult {
-                protocol: system::PROTOCOL,
-                version: env!("CARGO_PKG_VERSION"),
+                protocol: system::PROTOCOL.into(),
+                version: env!("CARGO_PKG_VERSION").into(),
                 methods: methods::describe_all(),
                 errors: system::error_table(),
                 limits: system::EnforcedLimits::of(&self.config),

@@ -422,9 +422,7 @@ pub fn token_scopes(app: &App, secret: &str) -> Result<Option<Scopes>> {
 }
 
 impl Method for AuthenticateParams {
-    const NAME: &'static str = "Authenticate";
     const SUMMARY: &'static str = "Authenticate this connection with a token; required first on network connections (Health and DescribeInterface work without).";
-    type Output = AuthenticateResult;
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let hash = hash_secret(&self.token);
@@ -467,9 +465,7 @@ impl Method for AuthenticateParams {
 }
 
 impl Method for CreateTokenParams {
-    const NAME: &'static str = "CreateToken";
     const SUMMARY: &'static str = "Create an access token with scopes (admin only); its secret is in this answer only, stored as a hash.";
-    type Output = CreateTokenResult;
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         if self.name.is_empty() || self.name.len() > MAX_NAME_BYTES {
@@ -601,10 +597,8 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 }
 
 impl Method for ListTokensParams {
-    const NAME: &'static str = "ListTokens";
     const SUMMARY: &'static str =
         "Live tokens (admin only): id, name, scopes, created, expires, last used; never a secret.";
-    type Output = ListTokensResult;
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let now_ms = database_now_ms(cx.app);
@@ -655,10 +649,8 @@ impl Method for ListTokensParams {
 }
 
 impl Method for RevokeTokenParams {
-    const NAME: &'static str = "RevokeToken";
     const SUMMARY: &'static str =
         "Revoke a token (admin only): open connections using it get 401 at their next request.";
-    type Output = RevokeTokenResult;
 
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();

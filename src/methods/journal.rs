@@ -163,9 +163,7 @@ pub fn publish(ctx: &mut WriteCtx<'_>, p: PublishParams) -> Result<PublishResult
 }
 
 impl Method for ReadEventsParams {
-    const NAME: &'static str = "ReadEvents";
     const SUMMARY: &'static str = "Journal events with seq > since_seq, oldest first, filtered by type, namespace, key prefix, resource prefix or task; continue from next_seq.";
-    type Output = ReadEventsResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let visible = cx.visible();
         Ok(read::<Self>(false, move |storage| {
@@ -181,9 +179,7 @@ impl Method for ReadEventsParams {
 }
 
 impl Method for PublishParams {
-    const NAME: &'static str = "Publish";
     const SUMMARY: &'static str = "Append a custom event (type custom.<topic>) to the journal.";
-    type Output = PublishResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_publish(&self, &cx.limits())?;
         let fence = (self.fence.take())
@@ -200,9 +196,7 @@ impl Method for PublishParams {
 }
 
 impl Method for CompactJournalParams {
-    const NAME: &'static str = "CompactJournal";
     const SUMMARY: &'static str = "Remove journal events before before_seq to bound its size (like etcd's compact); records, their history and tasks are kept. Reads and subscriptions from before it then get 416 with oldest_seq.";
-    type Output = CompactJournalResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write_in_steps::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             Ok(match compact(ctx, self.before_seq)? {
@@ -225,9 +219,7 @@ pub const SUBSCRIPTION_PAGE_BYTES: usize = 1 << 20;
 const READ_MAX_BYTES: usize = super::paging::PAGE_BYTES;
 
 impl Method for SubscribeParams {
-    const NAME: &'static str = "Subscribe";
     const SUMMARY: &'static str = "Stream journal events matching a filter to this connection as Event notifications: first every stored match after since_seq, then live ones, with no gap and no duplicate. Stored events come at the reader's pace; a subscriber that falls 1,024 events or 8 MiB behind live ones gets SubscriptionEnded with resume_from_seq.";
-    type Output = SubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         Ok(Plan::Subscribe(Opening {
             since_seq: self.since_seq,
@@ -282,9 +274,7 @@ pub fn open(
 }
 
 impl Method for UnsubscribeParams {
-    const NAME: &'static str = "Unsubscribe";
     const SUMMARY: &'static str = "End a subscription of this connection (events already queued may still arrive before the answer).";
-    type Output = UnsubscribeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let end = cx
             .connection

@@ -1,6 +1,6 @@
-//! One handler per wire method. Each method is a params type implementing [`Method`]: its
-//! wire name, summary, result type and a `plan` saying how to serve it (answer now, read,
-//! or queue a write). The registry below is the one list of methods; parsing, dispatch and
+//! One handler per wire method. Each method is a params type implementing [`Method`] on
+//! top of its [`Request`] (the wire name and result type, declared once in `protocol`):
+//! its summary and a `plan` saying how to serve it (answer now, read, or queue a write). The registry below is the one list of methods; parsing, dispatch and
 //! DescribeInterface are all generated from it.
 //!
 //! Beside the handlers: the rules they share with the writer (`state`, `locks::rules`,
@@ -28,13 +28,11 @@ pub use paging::{limit_or_default, MAX_PAGE};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::protocol::notify::Notifier;
+pub use crate::protocol::Request;
 use crate::store::boundary::{Foreseen, Storage};
 use app::App;
 
@@ -224,20 +222,20 @@ impl Plan {
     }
 }
 
-/// A wire method, implemented by its params type.
-pub trait Method: DeserializeOwned + JsonSchema + Send + 'static {
-    const NAME: &'static str;
+/// A wire method, implemented by its params type: its [`Request`] names it and its result
+/// (`Self::METHOD`, `Self::Result`); here, what DescribeInterface says of it and how the
+/// daemon serves it.
+pub trait Method: Request + Send + 'static {
     const SUMMARY: &'static str;
-    type Output: Serialize + JsonSchema;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan>;
 }
 
 pub use crate::protocol::reply;
 
-/// A read of method `M`, checked to produce `M::Output`; its statements see one snapshot.
+/// A read of method `M`, checked to produce `M::Result`; its statements see one snapshot.
 pub fn read<M: Method>(
     heavy: bool,
-    f: impl FnOnce(&dyn Storage) -> Result<M::Output> + Send + 'static,
+    f: impl FnOnce(&dyn Storage) -> Result<M::Result> + Send + 'static,
 ) -> Plan {
     Plan::Read {
         apply: Box::new(move |storage| reply(&f(storage)?)),
@@ -248,7 +246,7 @@ pub fn read<M: Method>(
 
 /// A read of method `M` that runs exactly one storage query (atomic by itself).
 pub fn read_one_statement<M: Method>(
-    f: impl FnOnce(&dyn Storage) -> Result<M::Output> + Send + 'static,
+    f: impl FnOnce(&dyn Storage) -> Result<M::Result> + Send + 'static,
 ) -> Plan {
     Plan::Read {
         apply: Box::new(move |storage| reply(&f(storage)?)),
@@ -276,7 +274,7 @@ fn idempotency<M: Method>(cx: &Ctx<'_>, key: Option<String>) -> Result<Option<Id
         )),
         Some(key) => Ok(Some(Idempotency::new(
             key,
-            M::NAME,
+            M::METHOD,
             cx.raw_params,
             cx.token_id().as_deref(),
         )?)),
@@ -284,11 +282,11 @@ fn idempotency<M: Method>(cx: &Ctx<'_>, key: Option<String>) -> Result<Option<Id
     }
 }
 
-/// A mutation of method `M`, checked to produce `M::Output`.
+/// A mutation of method `M`, checked to produce `M::Result`.
 pub fn write<M: Method>(
     cx: &Ctx<'_>,
     idempotency_key: Option<String>,
-    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<M::Output> + Send + 'static,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<M::Result> + Send + 'static,
 ) -> Result<Plan> {
     Ok(Plan::Write {
         idempotency: idempotency::<M>(cx, idempotency_key)?,
@@ -302,7 +300,7 @@ pub fn write<M: Method>(
 pub fn write_or_wait<M: Method>(
     cx: &Ctx<'_>,
     idempotency_key: Option<String>,
-    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Output>> + Send + 'static,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Result>> + Send + 'static,
 ) -> Result<Plan> {
     Ok(Plan::Write {
         idempotency: idempotency::<M>(cx, idempotency_key)?,
@@ -319,7 +317,7 @@ pub fn write_or_wait<M: Method>(
 pub fn write_in_steps<M: Method>(
     cx: &Ctx<'_>,
     idempotency_key: Option<String>,
-    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Output>> + Send + 'static,
+    f: impl FnOnce(&mut WriteCtx<'_>) -> Result<Served<M::Result>> + Send + 'static,
 ) -> Result<Plan> {
     Ok(Plan::Barrier(Box::new(write_or_wait::<M>(
         cx,
@@ -329,7 +327,7 @@ pub fn write_in_steps<M: Method>(
 }
 
 /// An answer of method `M` available at once.
-pub fn ready<M: Method>(result: Result<M::Output>) -> Result<Plan> {
+pub fn ready<M: Method>(result: Result<M::Result>) -> Result<Plan> {
     Ok(Plan::Ready(result.and_then(|r| reply(&r))))
 }
 
@@ -351,7 +349,7 @@ fn parse<M: Method>(raw: &RawValue) -> Result<M> {
         return Err(Error::InvalidParams {
             message: format!(
                 "params of {} must be a JSON object; send {{...}} or omit params",
-                M::NAME
+                M::METHOD
             ),
             field: None,
         });
@@ -381,7 +379,7 @@ fn parse<M: Method>(raw: &RawValue) -> Result<M> {
                 Some(field.clone()),
                 format!(
                     "{} needs `{field}`; add it (see DescribeInterface)",
-                    M::NAME
+                    M::METHOD
                 ),
             )
         } else if inner.starts_with("unknown field") {
@@ -389,14 +387,14 @@ fn parse<M: Method>(raw: &RawValue) -> Result<M> {
             let field = if path == "." { name } else { path.clone() };
             (
                 Some(field),
-                format!("{}: {inner}; remove or correct it", M::NAME),
+                format!("{}: {inner}; remove or correct it", M::METHOD),
             )
         } else if path == "." {
-            (None, format!("{}: {inner}", M::NAME))
+            (None, format!("{}: {inner}", M::METHOD))
         } else {
             (
                 Some(path.clone()),
-                format!("{}: field `{path}`: {inner}", M::NAME),
+                format!("{}: field `{path}`: {inner}", M::METHOD),
             )
         };
         Error::InvalidParams { message, field }
@@ -425,30 +423,30 @@ pub use crate::protocol::system::MethodDescription;
 
 fn describe<M: Method>() -> MethodDescription {
     MethodDescription {
-        method: M::NAME,
-        summary: M::SUMMARY,
+        method: M::METHOD.into(),
+        summary: M::SUMMARY.into(),
         params_schema: schemars::schema_for!(M),
-        result_schema: schemars::schema_for!(M::Output),
+        result_schema: schemars::schema_for!(M::Result),
     }
 }
 
 macro_rules! registry {
     ($($method:ty),* $(,)?) => {
         /// Every wire method name, in the order DescribeInterface lists them.
-        pub const METHOD_NAMES: &[&str] = &[$(<$method as Method>::NAME),*];
+        pub const METHOD_NAMES: &[&str] = &[$(<$method as Request>::METHOD),*];
 
         /// Parses `params` for `method` (a canonical name) and plans the request.
         pub fn plan(method: &str, cx: &Ctx<'_>) -> Result<(&'static str, Plan)> {
             $(
-                if method == <$method as Method>::NAME {
+                if method == <$method as Request>::METHOD {
                     // Authentication and the token's grants, then params and the plan.
-                    return Ok((<$method as Method>::NAME, scopes::checked::<$method>(cx)?));
+                    return Ok((<$method as Request>::METHOD, scopes::checked::<$method>(cx)?));
                 }
             )*
-            if method == <system::AdvanceClockParams as Method>::NAME && cx.app.clock.as_manual().is_some() {
+            if method == <system::AdvanceClockParams as Request>::METHOD && cx.app.clock.as_manual().is_some() {
                 // Only a daemon started for tests (on a manual clock) knows this method.
                 let plan = scopes::checked::<system::AdvanceClockParams>(cx)?;
-                return Ok((<system::AdvanceClockParams as Method>::NAME, plan));
+                return Ok((<system::AdvanceClockParams as Request>::METHOD, plan));
             }
             Err(Error::MethodNotFound { method: method.to_string(), known: METHOD_NAMES })
         }
@@ -518,6 +516,21 @@ mod tests {
         assert_eq!(canonical_name("clear_namespace"), "ClearNamespace");
         assert_eq!(canonical_name("get"), "Get");
         assert_eq!(canonical_name("ReadEvents"), "ReadEvents");
+    }
+
+    #[test]
+    fn every_request_is_a_method() {
+        // The wire's requests (AdvanceClock is served only on a test daemon's clock) are
+        // the daemon's methods: none a client could send that the daemon does not serve.
+        let mut requests = crate::protocol::request_methods();
+        requests.sort_unstable();
+        let mut methods: Vec<&str> = METHOD_NAMES
+            .iter()
+            .copied()
+            .chain([<system::AdvanceClockParams as Request>::METHOD])
+            .collect();
+        methods.sort_unstable();
+        assert_eq!(requests, methods);
     }
 
     #[test]

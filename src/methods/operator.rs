@@ -37,9 +37,7 @@ fn by(cx: &Ctx<'_>) -> String {
 }
 
 impl Method for BreakLockParams {
-    const NAME: &'static str = "BreakLock";
     const SUMMARY: &'static str = "Operator: end the lease(s) of a resource key (every holder, or the one lease_id or owner names) with a reason, as if released: outcome `broken`, waiters served first come first served, the holder's next heartbeat or release 410. Journalled as lock.broken with who and why.";
-    type Output = BreakLockResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = canonicalize(&self.resource_key, &cx.app.config.workspace)?;
         let reason = reason(self.reason)?;
@@ -62,9 +60,7 @@ impl Method for BreakLockParams {
 }
 
 impl Method for RetryNodeParams {
-    const NAME: &'static str = "RetryNode";
     const SUMMARY: &'static str = "Operator: put a FAILED node back to PENDING with a fresh count of attempts and a reason; once no node of its task is FAILED, the task runs again and the nodes its failure cancelled resume. 409 for a node that is not FAILED or a cancelled task. Journalled as node.retried with who and why.";
-    type Output = RetryNodeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let request = tasks::rules::RetryRequest {
             task_id: self.task_id,
@@ -79,9 +75,7 @@ impl Method for RetryNodeParams {
 }
 
 impl Method for EndAgentSessionParams {
-    const NAME: &'static str = "EndAgentSession";
     const SUMMARY: &'static str = "Operator: end an agent's live session by name, with a reason, as EndSession would (its session's locks end, its nodes roll back, its session keys go). 404 when it has no live session. Journalled as agent.left with reason operator, who and why.";
-    type Output = EndAgentSessionResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         if self.name.is_empty() || self.name.len() > 128 {
             return Err(Error::invalid_params(

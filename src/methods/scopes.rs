@@ -277,7 +277,7 @@ pub(super) fn checked<M: Method + Scoped>(cx: &Ctx<'_>) -> Result<Plan> {
     };
     for need in params.needs(cx)? {
         if !principal.scopes.allows(&need) {
-            return Err(forbidden(M::NAME, &principal, &need));
+            return Err(forbidden(M::METHOD, &principal, &need));
         }
     }
     params.plan(cx)

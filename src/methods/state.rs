@@ -654,9 +654,7 @@ fn failed_compares(ctx: &mut WriteCtx<'_>, compares: &[Compare]) -> Result<Vec<s
 // ---- the wire methods ----
 
 impl Method for GetParams {
-    const NAME: &'static str = "Get";
     const SUMMARY: &'static str = "Read one record: its value, version and who wrote it. Absence is {found: false}, not an error.";
-    type Output = GetResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read_one_statement::<Self>(move |storage| {
             get(storage, self)
@@ -665,9 +663,7 @@ impl Method for GetParams {
 }
 
 impl Method for SetParams {
-    const NAME: &'static str = "Set";
     const SUMMARY: &'static str = "Write a record. expected_version: absent = last writer wins, 0 = create only, N = only if the current version is N (else 409 with the current value).";
-    type Output = SetResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_set(&self, &cx.limits())?;
         let session = self.session_id.take().map(|id| cx.presented(id));
@@ -687,9 +683,7 @@ impl Method for SetParams {
 }
 
 impl Method for DeleteParams {
-    const NAME: &'static str = "Delete";
     const SUMMARY: &'static str = "Delete a record, leaving a tombstone version so a re-created key continues its version sequence.";
-    type Output = DeleteResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_delete(&self)?;
         let fence = self
@@ -708,9 +702,7 @@ impl Method for DeleteParams {
 }
 
 impl Method for ListParams {
-    const NAME: &'static str = "List";
     const SUMMARY: &'static str = "List live records of a namespace in key order, optionally by key prefix; page with `after` = next.";
-    type Output = ListResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read_one_statement::<Self>(move |storage| {
             list(storage, self)
@@ -719,10 +711,8 @@ impl Method for ListParams {
 }
 
 impl Method for HistoryParams {
-    const NAME: &'static str = "History";
     const SUMMARY: &'static str =
         "Versions of one key, newest first, including deletions; page with `after` = next.";
-    type Output = HistoryResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read_one_statement::<Self>(move |storage| {
             history(storage, self)
@@ -731,9 +721,7 @@ impl Method for HistoryParams {
 }
 
 impl Method for TxnParams {
-    const NAME: &'static str = "Txn";
     const SUMMARY: &'static str = "Atomically check versions (0 = must not exist) and leases (a live lease_id, the latest fencing_token) and apply set/delete ops, each optionally fenced: all or nothing; 409 lists every failed compare.";
-    type Output = TxnResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_txn(&self, &cx.limits())?;
         let compares = compares(&mut self, cx)?;
@@ -751,10 +739,8 @@ impl Method for TxnParams {
 }
 
 impl Method for ClearNamespaceParams {
-    const NAME: &'static str = "ClearNamespace";
     const SUMMARY: &'static str =
         "Delete every live record of a namespace (each leaves a tombstone and a journal event).";
-    type Output = ClearNamespaceResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_clear_namespace(&self)?;
         write_in_steps::<Self>(cx, self.idempotency_key.take(), move |ctx| {
@@ -764,9 +750,7 @@ impl Method for ClearNamespaceParams {
 }
 
 impl Method for ExportParams {
-    const NAME: &'static str = "Export";
     const SUMMARY: &'static str = "Live records of one namespace, or of all, in pages (`after` = next), each a consistent snapshot with its revision.";
-    type Output = ExportResult;
     fn plan(self, _: &Ctx<'_>) -> Result<Plan> {
         Ok(read::<Self>(true, move |storage| export(storage, self)))
     }

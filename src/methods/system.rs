@@ -7,7 +7,7 @@ use crate::store::boundary::Storage;
 
 pub use crate::protocol::system::*;
 
-use super::{read, ready, write, Ctx, Method, Plan};
+use super::{read, ready, write, Ctx, Method, Plan, Request};
 
 impl EnforcedLimits {
     pub fn of(config: &crate::config::Config) -> EnforcedLimits {
@@ -40,25 +40,21 @@ pub fn error_table() -> Vec<ErrorDescription> {
         .into_iter()
         .map(|kind| ErrorDescription {
             code: kind.code(),
-            kind: kind.name(),
-            when: kind.when(),
+            kind: kind.name().into(),
+            when: kind.when().into(),
         })
         .collect()
 }
 
 impl Method for DescribeInterfaceParams {
-    const NAME: &'static str = "DescribeInterface";
     const SUMMARY: &'static str = "This protocol: every method with JSON Schemas of its params and result, and every error code.";
-    type Output = DescribeInterfaceResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         Ok(Plan::Ready(Ok(cx.app.describe_interface().to_owned())))
     }
 }
 
 impl Method for HealthParams {
-    const NAME: &'static str = "Health";
     const SUMMARY: &'static str = "Is the daemon serving and its database sound: status (ok or degraded), database (ok or failing, with database_error), schema version, build version, uptime.";
-    type Output = HealthResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app;
         // A cheap read of the database file (the page that holds the revision), then what
@@ -71,13 +67,13 @@ impl Method for HealthParams {
             Ok(_) => app.store.health().failure(),
         };
         ready::<Self>(Ok(HealthResult {
-            status: if failure.is_some() { "degraded" } else { "ok" },
-            database: if failure.is_some() { "failing" } else { "ok" },
+            status: if failure.is_some() { "degraded" } else { "ok" }.into(),
+            database: if failure.is_some() { "failing" } else { "ok" }.into(),
             database_error: failure,
             schema_version: app.store.schema_version,
-            version: env!("CARGO_PKG_VERSION"),
+            version: env!("CARGO_PKG_VERSION").into(),
             uptime_secs: app.uptime().as_secs(),
-            backend: app.store.backend(),
+            backend: app.store.backend().into(),
             instance_id: app.instance_id.clone(),
             dashboard: app.dashboard.get().cloned(),
         }))
@@ -85,10 +81,8 @@ impl Method for HealthParams {
 }
 
 impl Method for MetricsParams {
-    const NAME: &'static str = "Metrics";
     const SUMMARY: &'static str =
         "Counters and latencies per method, connections, records, journal and storage figures.";
-    type Output = MetricsResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let app = cx.app.clone();
         Ok(read::<Self>(true, move |storage| metrics(&app, storage)))
@@ -175,16 +169,14 @@ pub fn metrics_now(app: &App) -> Result<MetricsResult> {
 }
 
 impl Method for AdvanceClockParams {
-    const NAME: &'static str = "AdvanceClock";
     const SUMMARY: &'static str =
         "Tests only: move the manual clock forward, then answer once what came due has ended.";
-    type Output = AdvanceClockResult;
 
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let clock = cx.app.clock.clone();
         let Some(manual) = clock.as_manual() else {
             return Err(crate::error::Error::MethodNotFound {
-                method: Self::NAME.into(),
+                method: Self::METHOD.into(),
                 known: super::METHOD_NAMES,
             });
         };

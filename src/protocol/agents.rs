@@ -6,18 +6,30 @@ use serde::{Deserialize, Serialize};
 
 use super::Json;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+requests! {
+    RegisterAgentParams => "RegisterAgent", RegisterAgentResult;
+    AgentHeartbeatParams => "AgentHeartbeat", AgentHeartbeatResult;
+    EndSessionParams => "EndSession", EndSessionResult;
+    ListAgentsParams => "ListAgents", ListAgentsResult;
+    SendMessageParams => "SendMessage", SendMessageResult;
+    ReadInboxParams => "ReadInbox", ReadInboxResult;
+    AckMessagesParams => "AckMessages", AckMessagesResult;
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterAgentParams {
     /// The agent's identity (1 to 128 bytes): at most one live session per name.
     pub name: String,
     /// What the agent does, shown to others (e.g. "reviewer").
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     #[schemars(with = "Option<serde_json::Value>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Json>,
     /// The session ends unless heartbeaten within this many seconds (default 60).
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// End the session when this connection closes.
     #[serde(default)]
@@ -27,6 +39,7 @@ pub struct RegisterAgentParams {
     pub takeover: bool,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -38,15 +51,16 @@ pub struct RegisterAgentResult {
     pub expires_at: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentHeartbeatParams {
     pub session_id: String,
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -55,12 +69,13 @@ pub struct AgentHeartbeatResult {
     pub expires_at: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndSessionParams {
     pub session_id: String,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -69,14 +84,15 @@ pub struct EndSessionResult {
     pub ended: bool,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListAgentsParams {
     /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The previous page's `next` (a name).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
 
@@ -121,19 +137,23 @@ pub enum Recipients {
     Everyone(String),
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessageParams {
     pub session_id: String,
     /// Agent names (live or not: an inbox belongs to a name), or `"*"`.
     pub to: Recipients,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
     #[schemars(with = "serde_json::Value")]
     pub body: Json,
     /// The conversation it belongs to (any string; the first message's id is a good one).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
     /// The message_id it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -144,21 +164,21 @@ pub struct SendMessageResult {
     pub seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadInboxParams {
     pub session_id: String,
     /// Messages with a greater seq [default: the acknowledged cursor].
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
     /// Default 100, at most 1000; oldest first.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// With nothing to return, wait up to this long for a message (use its own connection).
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
 }
 
@@ -183,7 +203,7 @@ pub struct ReadInboxResult {
     pub next_after: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AckMessagesParams {
     pub session_id: String,
@@ -192,6 +212,7 @@ pub struct AckMessagesParams {
     pub up_to: u64,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 

@@ -4,7 +4,14 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+requests! {
+    AuthenticateParams => "Authenticate", AuthenticateResult;
+    CreateTokenParams => "CreateToken", CreateTokenResult;
+    ListTokensParams => "ListTokens", ListTokensResult;
+    RevokeTokenParams => "RevokeToken", RevokeTokenResult;
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthenticateParams {
     /// The secret CreateToken returned (`baton_...`).
@@ -21,7 +28,7 @@ pub struct AuthenticateResult {
     pub expires_at: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTokenParams {
     /// Who or what the token is for (an agent, a host): 1 to 128 bytes.
@@ -32,10 +39,13 @@ pub struct CreateTokenParams {
     pub scopes: Vec<String>,
     /// Lifetime in seconds; the token never expires when absent.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(range(min = 1))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    // Absent is null, as the schema says (skipping None in serialization hides that).
+    #[schemars(extend("default" = null), range(min = 1))]
     pub ttl_secs: Option<u64>,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -50,14 +60,15 @@ pub struct CreateTokenResult {
     pub expires_at: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTokensParams {
     /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The previous page's `next`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
 
@@ -82,12 +93,13 @@ pub struct ListTokensResult {
     pub next: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeTokenParams {
     pub token_id: String,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 

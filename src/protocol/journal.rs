@@ -6,6 +6,14 @@ use serde::{Deserialize, Serialize};
 
 use super::Json;
 
+requests! {
+    ReadEventsParams => "ReadEvents", ReadEventsResult;
+    PublishParams => "Publish", PublishResult;
+    SubscribeParams => "Subscribe", SubscribeResult;
+    UnsubscribeParams => "Unsubscribe", UnsubscribeResult;
+    CompactJournalParams => "CompactJournal", CompactJournalResult;
+}
+
 /// An event's type, as the journal stores it. The daemon's own types are the variants,
 /// each spelt once (in [`EventType::as_str`]); a client writes only `custom.*` (Publish's
 /// topic, CommitEvent's action_type) and, through CommitEvent, its node's `node.progress`
@@ -163,16 +171,21 @@ pub struct Event {
 }
 
 /// Which events a reader wants; every given field must match.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventFilter {
     /// Event types; an entry ending in `.*` matches by prefix (`kv.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub types: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// With or without `namespace`: keys starting with this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_prefix: Option<String>,
     /// Resource keys starting with this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
 
@@ -282,24 +295,29 @@ mod narrowest_tests {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadEventsParams {
     /// Events with seq greater than this (default 0: from the start).
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
     /// 1 to 1000, default 100.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Event types; an entry ending in `.*` matches by prefix (`kv.*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub types: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Keys starting with this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_prefix: Option<String>,
     /// Resource keys starting with this.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
 }
 
@@ -310,35 +328,39 @@ pub struct ReadEventsResult {
     pub next_seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PublishParams {
     /// The event type becomes `custom.<topic>`.
     pub topic: String,
     #[schemars(with = "serde_json::Value")]
     pub payload: Json,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
     /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
     /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<super::locks::Fence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct PublishResult {
     pub event_seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompactJournalParams {
     /// Remove every event with a smaller seq (at most the head + 1).
     #[serde(deserialize_with = "crate::json::int_param")]
     pub before_seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CompactJournalResult {
     /// The first seq still kept; ReadEvents and Subscribe accept since_seq >= oldest_seq - 1.
     pub oldest_seq: u64,
@@ -346,31 +368,32 @@ pub struct CompactJournalResult {
     pub deleted: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubscribeParams {
     /// Replay stored events after this seq first; default: only events from now on.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<u64>,
     /// Which events (all when absent): the same fields as ReadEvents.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<EventFilter>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SubscribeResult {
     pub subscription_id: String,
     /// Events after this seq are delivered, as `Event` notifications on this connection.
     pub since_seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnsubscribeParams {
     pub subscription_id: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct UnsubscribeResult {
     pub subscription_id: String,
     pub unsubscribed: bool,

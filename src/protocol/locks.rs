@@ -2,11 +2,22 @@
 //! of the lock methods.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::Json;
+use super::{read_whole, Json, Status};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+requests! {
+    AcquireResourceLockParams => "AcquireResourceLock", AcquireResult;
+    HeartbeatResourceLockParams => "HeartbeatResourceLock", HeartbeatResult;
+    ReleaseResourceLockParams => "ReleaseResourceLock", ReleaseResult;
+    ResourceLockStatusParams => "ResourceLockStatus", StatusResult;
+    ListResourceLocksParams => "ListResourceLocks", ListResourceLocksResult;
+    WaitResourceLockParams => "WaitResourceLock", WaitResult;
+    CheckFenceParams => "CheckFence", CheckFenceResult;
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AcquireResourceLockParams {
     /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
@@ -14,31 +25,37 @@ pub struct AcquireResourceLockParams {
     /// Who holds it (an agent's name). Asking again with the same owner returns the same
     /// lease. Defaults to the session's name with `session_id` (and, given with it, must be
     /// that name); one of the two is needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Tie the lease to this session (RegisterAgent): it ends (`abandoned`) with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// Lease length; default BATON_LOCK_TTL_SECS (300). Heartbeat to extend.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     #[schemars(with = "Option<serde_json::Value>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Json>,
     /// Wait up to this long for the lock (first come, first served) instead of answering busy.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_ms: Option<u64>,
     /// End the lease (outcome `abandoned`) as soon as this connection closes.
     #[serde(default)]
     pub release_on_disconnect: bool,
     /// `exclusive` (default): no one else holds the key, or anything it conflicts with.
     /// `shared`: other shared holders may hold it too (readers); an exclusive one may not.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<LockMode>,
     /// Make a key outside file:/dir: a counting semaphore with this many holders at once
     /// (1 to 1000); while it has holders, every acquire must name the same number.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub slots: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -64,11 +81,25 @@ impl LockMode {
 
 /// Who holds a key: one holder, or, for a key that can have several (shared leases,
 /// slots), every one of them.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Holders {
     One(HeldBy),
     Many(Vec<HeldBy>),
+}
+
+/// A list is [`Holders::Many`], an object [`Holders::One`] (see [`read_whole`]: the
+/// derive would try each through a buffer, which a holder's metadata cannot pass).
+impl<'de> Deserialize<'de> for Holders {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Holders, D::Error> {
+        read_whole(d, |text| {
+            if text.trim_start().starts_with('[') {
+                Ok(Holders::Many(serde_json::from_str(text)?))
+            } else {
+                Ok(Holders::One(serde_json::from_str(text)?))
+            }
+        })
+    }
 }
 
 impl Holders {
@@ -149,17 +180,57 @@ pub enum AcquireResult {
     },
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The body of [`AcquireResult::Busy`] and [`StatusResult::Held`].
+#[derive(Deserialize)]
+struct HeldBody {
+    resource_key: String,
+    held_by: Holders,
+    conflicting_key: String,
+}
+
+/// Read by its `status`, then the variant's members (see [`read_whole`]).
+impl<'de> Deserialize<'de> for AcquireResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<AcquireResult, D::Error> {
+        read_whole(d, |text| {
+            let Status { status } = serde_json::from_str(text)?;
+            Ok(match status.as_str() {
+                "acquired" => AcquireResult::Acquired(serde_json::from_str(text)?),
+                "already_held" => AcquireResult::AlreadyHeld(serde_json::from_str(text)?),
+                "busy" => {
+                    let HeldBody {
+                        resource_key,
+                        held_by,
+                        conflicting_key,
+                    } = serde_json::from_str(text)?;
+                    AcquireResult::Busy {
+                        resource_key,
+                        held_by,
+                        conflicting_key,
+                    }
+                }
+                other => {
+                    return Err(serde_json::Error::unknown_variant(
+                        other,
+                        &["acquired", "already_held", "busy"],
+                    ))
+                }
+            })
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatResourceLockParams {
     pub resource_key: String,
     pub lease_id: String,
     /// New lease length from now; default the daemon's BATON_LOCK_TTL_SECS.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -194,15 +265,19 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseResourceLockParams {
     pub resource_key: String,
     pub lease_id: String,
     /// What happened to the resource; default `released`. `moved` needs `moved_to`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub moved_to: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -213,7 +288,33 @@ pub struct ReleaseResult {
     pub outcome: Outcome,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+/// Read with its `status`, which must be `released`.
+impl<'de> Deserialize<'de> for ReleaseResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ReleaseResult, D::Error> {
+        #[derive(Deserialize)]
+        struct Released {
+            status: String,
+            resource_key: String,
+            outcome: Outcome,
+        }
+        const RELEASED: &str = "released";
+        let Released {
+            status,
+            resource_key,
+            outcome,
+        } = Released::deserialize(d)?;
+        if status != RELEASED {
+            return Err(D::Error::unknown_variant(&status, &[RELEASED]));
+        }
+        Ok(ReleaseResult {
+            status: RELEASED,
+            resource_key,
+            outcome,
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceLockStatusParams {
     pub resource_key: String,
@@ -235,17 +336,64 @@ pub enum StatusResult {
     },
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+/// Read by its `status`, then the variant's members (see [`read_whole`]).
+impl<'de> Deserialize<'de> for StatusResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StatusResult, D::Error> {
+        #[derive(Deserialize)]
+        struct AvailableBody {
+            resource_key: String,
+            previous: Option<Previous>,
+        }
+        read_whole(d, |text| {
+            let Status { status } = serde_json::from_str(text)?;
+            Ok(match status.as_str() {
+                "available" => {
+                    let AvailableBody {
+                        resource_key,
+                        previous,
+                    } = serde_json::from_str(text)?;
+                    StatusResult::Available {
+                        resource_key,
+                        previous,
+                    }
+                }
+                "held" => {
+                    let HeldBody {
+                        resource_key,
+                        held_by,
+                        conflicting_key,
+                    } = serde_json::from_str(text)?;
+                    StatusResult::Held {
+                        resource_key,
+                        held_by,
+                        conflicting_key,
+                    }
+                }
+                other => {
+                    return Err(serde_json::Error::unknown_variant(
+                        other,
+                        &["available", "held"],
+                    ))
+                }
+            })
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListResourceLocksParams {
     /// Resource keys starting with this (canonical form, e.g. `file:src/`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The previous page's `next`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
 
@@ -256,7 +404,24 @@ pub struct LockEntry {
     pub held_by: HeldBy,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+/// Read in two passes over its text (see [`read_whole`]): the key, then the holder.
+impl<'de> Deserialize<'de> for LockEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<LockEntry, D::Error> {
+        #[derive(Deserialize)]
+        struct Key {
+            resource_key: String,
+        }
+        read_whole(d, |text| {
+            let Key { resource_key } = serde_json::from_str(text)?;
+            Ok(LockEntry {
+                resource_key,
+                held_by: serde_json::from_str(text)?,
+            })
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListResourceLocksResult {
     pub locks: Vec<LockEntry>,
     /// Requests queued for a key (AcquireResourceLock with `wait_ms`), first come first
@@ -283,7 +448,7 @@ pub struct WaitingEntry {
     pub since: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitResourceLockParams {
     pub resource_key: String,
@@ -306,6 +471,59 @@ pub enum WaitResult {
         held_by: HeldBy,
         waited_ms: u64,
     },
+}
+
+/// Read by its `status`, then the variant's members (see [`read_whole`]).
+impl<'de> Deserialize<'de> for WaitResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<WaitResult, D::Error> {
+        #[derive(Deserialize)]
+        struct AvailableBody {
+            resource_key: String,
+            waited_ms: u64,
+            previous: Option<Previous>,
+        }
+        #[derive(Deserialize)]
+        struct TimeoutBody {
+            resource_key: String,
+            held_by: HeldBy,
+            waited_ms: u64,
+        }
+        read_whole(d, |text| {
+            let Status { status } = serde_json::from_str(text)?;
+            Ok(match status.as_str() {
+                "available" => {
+                    let AvailableBody {
+                        resource_key,
+                        waited_ms,
+                        previous,
+                    } = serde_json::from_str(text)?;
+                    WaitResult::Available {
+                        resource_key,
+                        waited_ms,
+                        previous,
+                    }
+                }
+                "timeout" => {
+                    let TimeoutBody {
+                        resource_key,
+                        held_by,
+                        waited_ms,
+                    } = serde_json::from_str(text)?;
+                    WaitResult::Timeout {
+                        resource_key,
+                        held_by,
+                        waited_ms,
+                    }
+                }
+                other => {
+                    return Err(serde_json::Error::unknown_variant(
+                        other,
+                        &["available", "timeout"],
+                    ))
+                }
+            })
+        })
+    }
 }
 
 /// A write's fence (`fence` on Set, Delete, each Txn op, CompleteNode and Publish): the

@@ -1,14 +1,45 @@
 //! The wire: the envelope (a request line is parsed once into its `id`, method name and
 //! raw params; an answer is rendered into one response line) and, per area, the params
-//! and result types of every method. It imports nothing of Baton's but the error type and
-//! the value rules of `json`, so the rules (`methods`) and storage (`store`) can both use
-//! it without depending on each other.
+//! and result types of every method. Each method's params type is its [`Request`]: it
+//! names the method and its result type, and both serialize and parse with the same
+//! spelling, so the daemon parses what a client serializes and a client reads what the
+//! daemon writes. It imports nothing of Baton's but the error type and the value rules of
+//! `json`, so the rules (`methods`), storage (`store`) and the clients (`client`, `bridge`)
+//! can all use it without depending on each other.
 
-use serde::de::IgnoredAny;
-use serde::{Deserialize, Serialize};
+use schemars::JsonSchema;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
+
+/// One request of a method: its params, as a client serializes them (an absent optional
+/// field is left out, as a client would leave it) and the daemon parses them, with the
+/// method's wire name and the type of its result. The daemon's handler of each is
+/// `methods::Method`; a client sends it with `client::Connection::call`.
+pub trait Request: Serialize + DeserializeOwned + JsonSchema {
+    /// The method's wire name.
+    const METHOD: &'static str;
+    /// What the daemon answers: serialized by the daemon, read back by a client.
+    type Result: Serialize + DeserializeOwned + JsonSchema;
+}
+
+/// Declares an area's requests (`Params => "Method", Result;`) and lists their methods in
+/// the area's `METHODS`.
+macro_rules! requests {
+    ($($params:ty => $method:literal, $result:ty;)*) => {
+        $(
+            impl $crate::protocol::Request for $params {
+                const METHOD: &'static str = $method;
+                type Result = $result;
+            }
+        )*
+
+        /// The methods of this area's requests.
+        pub const METHODS: &[&str] = &[$($method),*];
+    };
+}
 
 pub mod agents;
 pub mod auth;
@@ -21,11 +52,48 @@ pub mod state;
 pub mod system;
 pub mod tasks;
 
+#[cfg(test)]
+mod round_trip;
+
 /// A JSON value of any shape, kept as the client sent it.
 pub type Json = Box<RawValue>;
 
 /// A serialized result, ready to be placed in a response line.
 pub type Reply = Box<RawValue>;
+
+/// Every method a [`Request`] names, area by area (AdvanceClock, a test daemon's, too).
+pub fn request_methods() -> Vec<&'static str> {
+    [
+        state::METHODS,
+        journal::METHODS,
+        system::METHODS,
+        locks::METHODS,
+        tasks::METHODS,
+        auth::METHODS,
+        agents::METHODS,
+        operator::METHODS,
+    ]
+    .concat()
+}
+
+/// Reads a result that serde's derive cannot read in one pass: a struct that flattens
+/// another, or an enum tagged by a field, holding a raw JSON value (a stored value, lock
+/// metadata). The derive reads those shapes through a buffer out of which no raw value can
+/// be read back, so such a type's `Deserialize` takes its text whole and `read` parses it
+/// (once per part). The wire is JSON: this reads from serde_json's deserializers.
+fn read_whole<'de, D: Deserializer<'de>, T>(
+    d: D,
+    read: impl FnOnce(&str) -> serde_json::Result<T>,
+) -> std::result::Result<T, D::Error> {
+    let text = Box::<RawValue>::deserialize(d)?;
+    read(text.get()).map_err(serde::de::Error::custom)
+}
+
+/// The tag of a result enum tagged by its `status` field.
+#[derive(Deserialize)]
+struct Status {
+    status: String,
+}
 
 /// Serializes a result for the wire.
 pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
@@ -34,7 +102,7 @@ pub fn reply<T: Serialize>(value: &T) -> Result<Reply> {
 
 /// A parsed request line; borrows from the line.
 #[derive(Debug)]
-pub struct Request<'a> {
+pub struct RequestLine<'a> {
     pub id: Option<&'a RawValue>,
     pub method: std::borrow::Cow<'a, str>,
     pub params: &'a RawValue,
@@ -69,7 +137,7 @@ fn empty_params() -> &'static RawValue {
 }
 
 /// Parses one request line. On failure, returns the error with whatever `id` could be read.
-pub fn parse_request<'a>(line: &'a [u8]) -> Result<Request<'a>, (Option<&'a RawValue>, Error)> {
+pub fn parse_request<'a>(line: &'a [u8]) -> Result<RequestLine<'a>, (Option<&'a RawValue>, Error)> {
     if let Err(err) = std::str::from_utf8(line) {
         return Err((
             None,
@@ -101,7 +169,7 @@ pub fn parse_request<'a>(line: &'a [u8]) -> Result<Request<'a>, (Option<&'a RawV
             )),
         )),
         Ok(Envelope { id, method: Some(method), params, .. }) => {
-            Ok(Request { id, method, params: params.unwrap_or(empty_params()) })
+            Ok(RequestLine { id, method, params: params.unwrap_or(empty_params()) })
         }
         Ok(Envelope { id, method: None, .. }) => Err((
             id,

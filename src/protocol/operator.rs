@@ -7,7 +7,13 @@ use serde::{Deserialize, Serialize};
 use super::locks::LockMode;
 use super::tasks::{NodeState, TaskStatus};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+requests! {
+    BreakLockParams => "BreakLock", BreakLockResult;
+    RetryNodeParams => "RetryNode", RetryNodeResult;
+    EndAgentSessionParams => "EndAgentSession", EndAgentSessionResult;
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakLockParams {
     /// The key whose lease(s) to end, e.g. `file:src/lib.rs` (only leases on this exact
@@ -15,14 +21,17 @@ pub struct BreakLockParams {
     pub resource_key: String,
     /// End only this lease (the holder's id, if it gave it to you). Omitted: every
     /// holder of the key (narrowed by `owner`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
     /// End only the leases of this owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Why (1 to 512 bytes): journalled with who broke it, and shown to the next holder
     /// as the key's previous outcome.
     pub reason: String,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -46,7 +55,7 @@ pub struct BreakLockResult {
     pub event_seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryNodeParams {
     pub task_id: String,
@@ -56,6 +65,7 @@ pub struct RetryNodeParams {
     pub reason: String,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -77,7 +87,7 @@ pub struct RetryNodeResult {
     pub event_seq: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndAgentSessionParams {
     /// The agent whose live session to end.
@@ -86,6 +96,7 @@ pub struct EndAgentSessionParams {
     pub reason: String,
     /// Makes a retry safe: a repeat with the same key and params within 24 hours gets the
     /// first answer again and changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 

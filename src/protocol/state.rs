@@ -2,11 +2,22 @@
 //! History, Txn, ClearNamespace and Export.
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use super::Json;
+use super::{read_whole, Json};
 
-#[derive(Debug, Deserialize, JsonSchema)]
+requests! {
+    GetParams => "Get", GetResult;
+    SetParams => "Set", SetResult;
+    DeleteParams => "Delete", DeleteResult;
+    ListParams => "List", ListResult;
+    HistoryParams => "History", HistoryResult;
+    TxnParams => "Txn", TxnResult;
+    ClearNamespaceParams => "ClearNamespace", ClearNamespaceResult;
+    ExportParams => "Export", ExportResult;
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetParams {
     pub namespace: String,
@@ -43,24 +54,75 @@ pub struct Record {
     pub state: RecordState,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+/// The members of a [`GetResult`] or a [`Record`] beside its flattened state.
+#[derive(Deserialize)]
+struct Named {
+    namespace: String,
+    key: String,
+}
+
+/// Read in two passes over its text (see [`read_whole`]): `found` with the names, then,
+/// when found, the record, whose members must then all be there.
+impl<'de> Deserialize<'de> for GetResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<GetResult, D::Error> {
+        #[derive(Deserialize)]
+        struct Found {
+            found: bool,
+        }
+        read_whole(d, |text| {
+            let Found { found } = serde_json::from_str(text)?;
+            let Named { namespace, key } = serde_json::from_str(text)?;
+            let record = if found {
+                Some(serde_json::from_str(text)?)
+            } else {
+                None
+            };
+            Ok(GetResult {
+                found,
+                namespace,
+                key,
+                record,
+            })
+        })
+    }
+}
+
+/// Read in two passes over its text (see [`read_whole`]).
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
+        read_whole(d, |text| {
+            let Named { namespace, key } = serde_json::from_str(text)?;
+            Ok(Record {
+                namespace,
+                key,
+                state: serde_json::from_str(text)?,
+            })
+        })
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetParams {
     pub namespace: String,
     pub key: String,
     #[schemars(with = "serde_json::Value")]
     pub value: Json,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
     /// Absent: write unconditionally. 0: create only. N: only if the current version is N.
     #[serde(default, deserialize_with = "crate::json::expected_version")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     /// Bind the key to this session (RegisterAgent): it is deleted when the session ends,
     /// and `updated_by` defaults to the session's name (given, it must be that name).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
     /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<super::locks::Fence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -73,18 +135,21 @@ pub struct SetResult {
     pub revision: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteParams {
     pub namespace: String,
     pub key: String,
     #[serde(default, deserialize_with = "crate::json::expected_version")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
     /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
     /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fence: Option<super::locks::Fence>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
@@ -97,20 +162,22 @@ pub struct DeleteResult {
     pub revision: Option<u64>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     pub namespace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// 1 to 1000, default 100.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The last key of the previous page.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListResult {
     pub records: Vec<Record>,
     /// Pass as `after` for the next page; null when there are no more records.
@@ -119,22 +186,22 @@ pub struct ListResult {
     pub next: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryParams {
     pub namespace: String,
     pub key: String,
     /// 1 to 1000, default 100.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// Only versions older than this one.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub before_version: Option<u64>,
     /// The previous page's `next`: only versions older than it (as `before_version`).
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<u64>,
 }
 
@@ -158,22 +225,32 @@ pub struct HistoryResult {
     pub next: Option<u64>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TxnCompare {
     /// A version compare: the record `namespace`/`key` is at `version`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// The version the key must be at; 0 means it must not exist.
-    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::json::opt_int_param",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub version: Option<u64>,
     /// A lease compare: on `resource_key`, the lease `lease_id` is live, or
     /// `fencing_token` is the latest granted.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
-    #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::json::opt_int_param",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub fencing_token: Option<u64>,
 }
 
@@ -184,7 +261,7 @@ pub enum TxnOpKind {
     Delete,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TxnOp {
     pub op: TxnOpKind,
@@ -192,11 +269,13 @@ pub struct TxnOp {
     pub key: String,
     /// Required for `set`.
     #[serde(default, deserialize_with = "present_json")]
-    #[schemars(with = "Option<serde_json::Value>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    // Absent is null, as the schema says (skipping None in serialization hides that).
+    #[schemars(with = "Option<serde_json::Value>", extend("default" = null))]
     pub value: Option<Json>,
     /// Apply only while this lease holds (`{resource_key, lease_id}`) or this fencing
     /// token is the key's latest (`{resource_key, fencing_token}`); else 409 `fenced`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<super::locks::Fence>,
 }
 
@@ -207,18 +286,20 @@ fn present_json<'de, D: serde::Deserializer<'de>>(
     Json::deserialize(d).map(Some)
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TxnParams {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compare: Vec<TxnCompare>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ops: Vec<TxnOp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct TxnOpResult {
     pub op: TxnOpKind,
     pub namespace: String,
@@ -229,39 +310,43 @@ pub struct TxnOpResult {
     pub revision: Option<u64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct TxnResult {
     /// The revision of the last op, or the current head when there were no ops.
     pub revision: u64,
     pub results: Vec<TxnOpResult>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClearNamespaceParams {
     pub namespace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ClearNamespaceResult {
     pub deleted: u64,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportParams {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// At most this many, 1 to 1000 [default: 1000]; a page also stops at 8 MiB.
     #[serde(default, deserialize_with = "crate::json::opt_int_param")]
-    #[schemars(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The previous page's `next`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ExportResult {
     pub records: Vec<Record>,
     /// The head revision this page is a snapshot of (each page is read at its own).

@@ -1,29 +1,40 @@
 //! The wire types of DescribeInterface, Health and Metrics, and of AdvanceClock (a test
 //! daemon's). What fills them is `methods::system`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+requests! {
+    DescribeInterfaceParams => "DescribeInterface", DescribeInterfaceResult;
+    HealthParams => "Health", HealthResult;
+    MetricsParams => "Metrics", MetricsResult;
+    AdvanceClockParams => "AdvanceClock", AdvanceClockResult;
+}
+
+/// Text the daemon writes from its own constants, and a client reads into a `String`.
+pub type Text = Cow<'static, str>;
+
 /// The protocol name DescribeInterface reports.
 pub const PROTOCOL: &str = "baton-jsonl-v1";
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DescribeInterfaceParams {}
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct ErrorDescription {
     pub code: i64,
-    pub kind: &'static str,
-    pub when: &'static str,
+    pub kind: Text,
+    pub when: Text,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct DescribeInterfaceResult {
-    pub protocol: &'static str,
-    pub version: &'static str,
+    pub protocol: Text,
+    pub version: Text,
     #[schemars(with = "Vec<serde_json::Value>")]
     pub methods: Vec<MethodDescription>,
     pub errors: Vec<ErrorDescription>,
@@ -32,7 +43,7 @@ pub struct DescribeInterfaceResult {
 }
 
 /// The limits a request can meet, as this daemon is configured.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct EnforcedLimits {
     /// Longest request line, in bytes (`BATON_MAX_LINE_BYTES`).
     pub max_line_bytes: usize,
@@ -62,25 +73,25 @@ pub struct EnforcedLimits {
     pub journal_retain_ms: Option<u64>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HealthParams {}
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct HealthResult {
     /// "ok", or "degraded" while storage is failing.
-    pub status: &'static str,
+    pub status: Text,
     /// "ok", or "failing": the last commit failed (until one succeeds), the database file
     /// is damaged, or it could not be read just now.
-    pub database: &'static str,
+    pub database: Text,
     /// Why storage is failing, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_error: Option<String>,
     pub schema_version: i64,
-    pub version: &'static str,
+    pub version: Text,
     pub uptime_secs: u64,
     /// Where the state lives: `sqlite` or `postgres` (which several daemons may share).
-    pub backend: &'static str,
+    pub backend: Text,
     /// This daemon's id, new at every start (tells apart daemons sharing a database).
     pub instance_id: String,
     /// The dashboard's address, when batond serves HTTP (`BATON_HTTP_LISTEN`).
@@ -88,11 +99,11 @@ pub struct HealthResult {
     pub dashboard: Option<String>,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsParams {}
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct ConnectionFigures {
     pub open: u64,
     pub total: u64,
@@ -108,19 +119,19 @@ pub struct ConnectionFigures {
     pub auth_timeouts: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct AuthFigures {
     /// Failed Authenticate calls (wrong, expired or revoked tokens) since start.
     pub failures: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct RecordFigures {
     pub live: u64,
     pub tombstones: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct JournalFigures {
     pub length: u64,
     pub head_seq: u64,
@@ -128,7 +139,7 @@ pub struct JournalFigures {
     pub oldest_seq: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct StorageFigures {
     pub commits: u64,
     pub failed_commits: u64,
@@ -139,7 +150,7 @@ pub struct StorageFigures {
     pub wal_bytes: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct LockFigures {
     /// Leases held now.
     pub live: u64,
@@ -149,11 +160,11 @@ pub struct LockFigures {
     pub watching: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct MetricsResult {
     pub uptime_secs: u64,
     /// Per method: requests, errors and latency from parse to answer, in microseconds.
-    pub methods: BTreeMap<&'static str, MethodFigures>,
+    pub methods: BTreeMap<Text, MethodFigures>,
     pub connections: ConnectionFigures,
     pub auth: AuthFigures,
     pub records: RecordFigures,
@@ -172,14 +183,14 @@ pub struct MetricsResult {
 
 /// Moves a test daemon's manual clock forward. Not in DescribeInterface: a daemon on the
 /// real clock answers it as an unknown method.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdvanceClockParams {
     /// How far to move the clock, in milliseconds.
     pub ms: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct AdvanceClockResult {
     /// The clock's wall time after the move.
     pub now: String,
@@ -188,16 +199,16 @@ pub struct AdvanceClockResult {
 }
 
 /// A method as DescribeInterface lists it.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct MethodDescription {
-    pub method: &'static str,
-    pub summary: &'static str,
+    pub method: Text,
+    pub summary: Text,
     pub params_schema: schemars::Schema,
     pub result_schema: schemars::Schema,
 }
 
 /// One method's figures as Metrics reports them.
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 pub struct MethodFigures {
     pub count: u64,
     pub errors: u64,

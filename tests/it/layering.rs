@@ -3,8 +3,8 @@
 //! in, and the binaries' `baton::`): each room of `src/` imports only what `ALLOWED` lists
 //! for it. The wire types (`protocol`, `json`, `error`) import nothing of Baton's above
 //! them, storage (`store`) neither the rules nor the server, the engine (`engine`) no rule
-//! and no area, the rules (`methods`) storage
-//! only through `store::boundary`, the clients (`client`, `bridge`) only the wire; and no
+//! and no area, the rules (`methods`) storage only through `store::boundary`, the clients
+//! (`client`, `bridge`, and the binaries `baton` and `mcp-bridge`) only the wire; and no
 //! rule speaks SQL.
 
 use std::path::{Path, PathBuf};
@@ -26,9 +26,10 @@ fn sources(path: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Each room of `src/` (a top-level module; `bin` is every binary) and what it may import:
-/// another room, or one item of a room (`store::boundary`). A room missing here fails the
-/// test, so a new one must be placed. Test modules (`mod tests`) may import anything.
+/// Each room of `src/` (a top-level module; each binary is `bin::` and its name) and what
+/// it may import: another room, or one item of a room (`store::boundary`). A room missing
+/// here fails the test, so a new one must be placed. Test modules (`mod tests`) may import
+/// anything.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("clock", &[]),
@@ -93,11 +94,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The clients speak the wire only.
     ("client", &["config", "error", "json", "protocol"]),
     ("bridge", &["client", "config", "error", "json", "protocol"]),
+    // The binaries: batond runs the server; the CLI and mcp-bridge are clients.
+    ("bin::batond", &["clock", "config", "server"]),
     (
-        "bin",
-        &[
-            "bridge", "client", "clock", "config", "error", "json", "protocol", "server",
-        ],
+        "bin::baton",
+        &["client", "config", "error", "json", "protocol"],
+    ),
+    (
+        "bin::mcp-bridge",
+        &["bridge", "client", "config", "error", "json", "protocol"],
     ),
 ];
 
@@ -110,12 +115,19 @@ struct Import {
     at: String,
 }
 
+/// The room of a binary: `bin::` and its name (`src/bin/batond.rs`, or a folder
+/// `src/bin/baton/` with all its files).
+fn binary_room(relative_to_bin: &Path) -> String {
+    let first = relative_to_bin.iter().next().unwrap().to_string_lossy();
+    format!("bin::{}", first.trim_end_matches(".rs"))
+}
+
 /// The module path of a source file (`src/methods/locks/rules.rs` -> methods, locks,
-/// rules; a `mod.rs` is its folder); every binary is the room `bin`.
+/// rules; a `mod.rs` is its folder); every file of a binary is the binary's room.
 fn module_of(root: &Path, file: &Path) -> Vec<String> {
     let relative = file.strip_prefix(root).unwrap();
-    if relative.starts_with("bin") {
-        return vec!["bin".into()];
+    if let Ok(in_bin) = relative.strip_prefix("bin") {
+        return vec![binary_room(in_bin)];
     }
     let mut parts: Vec<String> = relative
         .with_extension("")
@@ -178,7 +190,7 @@ fn imports() -> Vec<Import> {
     let mut found = Vec::new();
     for file in sources(&root) {
         let module = module_of(&root, &file);
-        let in_bin = module == ["bin"];
+        let in_bin = module.first().is_some_and(|room| room.starts_with("bin::"));
         let text = std::fs::read_to_string(&file).unwrap();
         // (brace depth at which an inline module opened, its name)
         let mut inline: Vec<(i64, String)> = Vec::new();
@@ -285,9 +297,18 @@ fn imports_run_one_way() {
         .map(|i| format!("{} (names {})", i.at, i.target.join("::")))
         .collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for entry in std::fs::read_dir(&root).unwrap() {
-        let path = entry.unwrap().path();
-        let room = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let binaries = std::fs::read_dir(root.join("bin"))
+        .unwrap()
+        .map(|entry| binary_room(Path::new(&entry.unwrap().file_name())));
+    let rooms = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            path.file_stem().unwrap().to_string_lossy().into_owned()
+        })
+        .filter(|room| room != "bin")
+        .chain(binaries);
+    for room in rooms {
         if room == "lib" || room.ends_with("_tests") {
             continue;
         }
@@ -316,11 +337,34 @@ fn the_check_sees_an_import() {
     };
     assert!(names("server", "methods"));
     assert!(names("methods", "store::boundary"));
-    assert!(names("bin", "server"));
+    assert!(names("bin::batond", "server"));
+    assert!(names("bin::baton", "client"));
     assert!(imports
         .iter()
         .any(|i| i.at.contains("super::super::migrations")
             && i.target.join("::") == "store::sqlite::migrations::migrate"));
+    // The clients reach the daemon only through the wire: not its rules, its storage, its
+    // server (and the CLI not the bridge).
+    for (client, beyond) in [
+        ("client", "methods"),
+        ("bridge", "methods"),
+        ("bridge", "server"),
+        ("bin::baton", "methods"),
+        ("bin::baton", "store"),
+        ("bin::baton", "server"),
+        ("bin::baton", "bridge"),
+        ("bin::mcp-bridge", "methods"),
+    ] {
+        assert!(
+            !allowed(&Import {
+                room: client.into(),
+                test: false,
+                target: vec![beyond.into()],
+                at: String::new(),
+            }),
+            "{client} may import {beyond}"
+        );
+    }
     // Neither engine's folder is open to the rules.
     for engine in ["sqlite", "postgres"] {
         assert!(!allowed(&Import {

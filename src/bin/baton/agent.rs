@@ -3,16 +3,16 @@
 //! stdout (`export BATON_SESSION=$(baton agent join NAME)`), and the other commands take it
 //! from --session or BATON_SESSION.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use baton::client::Connection;
+use baton::client::{read, Connection};
 use baton::protocol::agents::{
-    AckMessagesResult, ListAgentsResult, Message, ReadInboxResult, Recipients, RegisterAgentResult,
-    SendMessageResult,
+    AckMessagesParams, AgentHeartbeatParams, EndSessionParams, ListAgentsParams, Message,
+    ReadInboxParams, Recipients, RegisterAgentParams, SendMessageParams,
 };
-use baton::protocol::operator::EndAgentSessionResult;
+use baton::protocol::operator::EndAgentSessionParams;
 
-use crate::cli::{params, parse_json, AgentCommand};
+use crate::cli::{json, parse_json, AgentCommand};
 use crate::failure::{Failure, Outcome};
 use crate::out::{compact_raw, or_dash, text, Out};
 
@@ -36,16 +36,16 @@ pub async fn agent(command: AgentCommand, out: &Out, conn: &mut Connection) -> O
             ttl,
             takeover,
         } => {
-            let p = params(vec![
-                ("name", Some(json!(name))),
-                ("role", role.map(Value::from)),
-                ("ttl_secs", ttl.map(Value::from)),
-                ("takeover", takeover.then_some(Value::from(true))),
-            ]);
-            if let Some(r) = out
-                .answer::<RegisterAgentResult>(conn, "RegisterAgent", &p)
-                .await?
-            {
+            let join = RegisterAgentParams {
+                name,
+                role,
+                metadata: None,
+                ttl_secs: ttl,
+                release_on_disconnect: false,
+                takeover,
+                idempotency_key: None,
+            };
+            if let Some(r) = out.answer(conn, &join).await? {
                 println!("{}", r.session_id);
                 eprintln!(
                     "joined as {} until {} (heartbeat with `baton agent heartbeat`; the session id is shown only now)",
@@ -56,23 +56,29 @@ pub async fn agent(command: AgentCommand, out: &Out, conn: &mut Connection) -> O
             Ok(0)
         }
         AgentCommand::Heartbeat { session: s, ttl } => {
-            let p = params(vec![
-                ("session_id", Some(json!(session(s)?))),
-                ("ttl_secs", ttl.map(Value::from)),
-            ]);
-            out.raw(&conn.call_raw("AgentHeartbeat", &p).await?);
+            let heartbeat = AgentHeartbeatParams {
+                session_id: session(s)?,
+                ttl_secs: ttl,
+                idempotency_key: None,
+            };
+            out.raw(&conn.send(&heartbeat).await?);
             Ok(0)
         }
         AgentCommand::Leave { session: s } => {
-            let p = json!({ "session_id": session(s)? });
-            conn.call_raw("EndSession", &p).await?;
+            let leave = EndSessionParams {
+                session_id: session(s)?,
+                idempotency_key: None,
+            };
+            conn.send(&leave).await?;
             Ok(0)
         }
         AgentCommand::End { name, reason } => {
-            let p = json!({"name": name, "reason": reason});
-            let answer = out
-                .answer::<EndAgentSessionResult>(conn, "EndAgentSession", &p)
-                .await?;
+            let end = EndAgentSessionParams {
+                name,
+                reason,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &end).await?;
             if let Some(r) = answer {
                 let locks: Vec<String> = r.locks_ended.iter().map(|k| text(k)).collect();
                 println!(
@@ -95,10 +101,11 @@ pub async fn agent(command: AgentCommand, out: &Out, conn: &mut Connection) -> O
 }
 
 pub async fn agents(out: &Out, conn: &mut Connection) -> Outcome {
-    if let Some(r) = out
-        .pages::<ListAgentsResult>(conn, "ListAgents", &json!({}), &["agents"], None)
-        .await?
-    {
+    let list = ListAgentsParams {
+        limit: None,
+        after: None,
+    };
+    if let Some(r) = out.pages(conn, &list, &["agents"], None).await? {
         let rows: Vec<Vec<String>> = r
             .agents
             .iter()
@@ -131,22 +138,21 @@ pub async fn send(
     conn: &mut Connection,
 ) -> Outcome {
     let to = if to.len() == 1 && to[0] == "*" {
-        json!("*")
+        Recipients::Everyone("*".into())
     } else {
-        json!(to)
+        Recipients::Names(to)
     };
     let body = parse_json("BODY", &body).unwrap_or_else(|_| Value::from(body));
-    let p = params(vec![
-        ("session_id", Some(json!(session(session_flag)?))),
-        ("to", Some(to)),
-        ("body", Some(body)),
-        ("subject", subject.map(Value::from)),
-        ("thread_id", thread.map(Value::from)),
-    ]);
-    if let Some(r) = out
-        .answer::<SendMessageResult>(conn, "SendMessage", &p)
-        .await?
-    {
+    let message = SendMessageParams {
+        session_id: session(session_flag)?,
+        to,
+        subject,
+        body: json(&body),
+        thread_id: thread,
+        reply_to: None,
+        idempotency_key: None,
+    };
+    if let Some(r) = out.answer(conn, &message).await? {
         println!("{}", r.seq);
     }
     Ok(0)
@@ -186,16 +192,17 @@ pub async fn inbox(
     let session_id = session(session_flag)?;
     let mut after = after;
     loop {
-        let p = params(vec![
-            ("session_id", Some(json!(session_id))),
-            ("after", after.map(Value::from)),
-            ("wait_ms", follow.then_some(Value::from(60_000))),
-        ]);
-        let result = conn.call_raw("ReadInbox", &p).await?;
+        let read_inbox = ReadInboxParams {
+            session_id: session_id.clone(),
+            after,
+            limit: None,
+            wait_ms: follow.then_some(60_000),
+        };
+        let result = conn.send(&read_inbox).await?;
         if out.json {
             out.raw(&result);
         }
-        let page: ReadInboxResult = baton::client::read("ReadInbox", &result)?;
+        let page = read::<ReadInboxParams>(&result)?;
         if !out.json && (!page.messages.is_empty() || !follow) {
             print(out, &page.messages);
         }
@@ -212,11 +219,12 @@ pub async fn ack(
     out: &Out,
     conn: &mut Connection,
 ) -> Outcome {
-    let p = json!({"session_id": session(session_flag)?, "up_to": up_to});
-    if let Some(r) = out
-        .answer::<AckMessagesResult>(conn, "AckMessages", &p)
-        .await?
-    {
+    let ack = AckMessagesParams {
+        session_id: session(session_flag)?,
+        up_to,
+        idempotency_key: None,
+    };
+    if let Some(r) = out.answer(conn, &ack).await? {
         eprintln!("{} acknowledged, {} unread", r.acked, r.unread);
     }
     Ok(0)

@@ -3,7 +3,11 @@
 use std::io::Read;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use serde_json::{Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use baton::protocol::locks::Fence;
+use baton::protocol::{Json, Request};
 
 use crate::failure::Failure;
 
@@ -15,7 +19,8 @@ Exit codes:
   3   not found (a key that does not exist, an unknown task or lease)
   4   conflict (expected version did not match, a transaction compare failed)
   5   busy (the lock is held by someone else, or a wait timed out)
-  6   lease invalid (expired, released or someone else's)
+  6   lease invalid (expired, released or someone else's), or a fenced write refused
+      (--fence: the claim was lost; nothing was written)
   69  batond is not running (or its socket cannot be opened)
   77  not allowed: no valid token (401: set BATON_TOKEN), or the token lacks the grant (403)
   75  temporary: batond is overloaded or shutting down; retry";
@@ -74,6 +79,10 @@ pub enum Command {
         /// Store VALUE as a string even if it parses as JSON
         #[arg(long)]
         string: bool,
+        /// Write only while this claim holds: KEY:LEASE_ID (the lease is live) or
+        /// KEY:FENCING_TOKEN (no newer lease was granted); exit 6 if not
+        #[arg(long, value_name = "KEY:LEASE")]
+        fence: Option<String>,
     },
     /// Delete a record (its version lives on as a tombstone)
     Delete {
@@ -83,6 +92,9 @@ pub enum Command {
         expect: Option<u64>,
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
+        /// Delete only while this claim holds (as for set); exit 6 if not
+        #[arg(long, value_name = "KEY:LEASE")]
+        fence: Option<String>,
     },
     /// List the live records of a namespace
     List {
@@ -432,11 +444,44 @@ pub fn default_owner() -> String {
     format!("{user}@{host}")
 }
 
-/// Params with the `None` fields left out.
-pub fn params(fields: Vec<(&str, Option<Value>)>) -> Value {
-    let map: Map<String, Value> = fields
-        .into_iter()
-        .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
-        .collect();
-    Value::Object(map)
+/// A JSON value read from an argument, as params carry it (spelt as `value` serializes).
+pub fn json(value: &Value) -> Json {
+    serde_json::value::to_raw_value(value).expect("a JSON value serializes")
+}
+
+/// An argument read as the field `name` of `R`'s params; refused (exit 2) in the words
+/// batond uses for a field it cannot read.
+pub fn field<R: Request, T: DeserializeOwned>(name: &str, text: String) -> Result<T, Failure> {
+    serde_json::from_value(Value::String(text))
+        .map_err(|e| Failure::new(2, format!("{}: field `{name}`: {e}", R::METHOD)))
+}
+
+/// `--fence KEY:LEASE`: the resource key, then after its last `:` a lease id, or a fencing
+/// token when that part is a number.
+pub fn fence(text: Option<String>) -> Result<Option<Fence>, Failure> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let refused = || {
+        Failure::new(
+            2,
+            format!("--fence {text}: give KEY:LEASE_ID or KEY:FENCING_TOKEN, e.g. --fence file:report.md:3f2a... (the lease `baton lock acquire` printed)"),
+        )
+    };
+    let (key, lease) = text.rsplit_once(':').ok_or_else(refused)?;
+    if key.is_empty() || lease.is_empty() || !key.contains(':') {
+        return Err(refused());
+    }
+    Ok(Some(match lease.parse::<u64>() {
+        Ok(token) => Fence {
+            resource_key: key.to_string(),
+            lease_id: None,
+            fencing_token: Some(token),
+        },
+        Err(_) => Fence {
+            resource_key: key.to_string(),
+            lease_id: Some(lease.to_string()),
+            fencing_token: None,
+        },
+    }))
 }

@@ -1,8 +1,8 @@
 //! `baton dashboard`: a short-lived read-only token and the URL that logs in with it.
 
-use serde_json::{json, Value};
-
 use baton::client::Connection;
+use baton::protocol::auth::CreateTokenParams;
+use baton::protocol::system::HealthParams;
 
 use crate::failure::{Failure, Outcome};
 
@@ -17,9 +17,9 @@ pub async fn dashboard(
     let base = match http {
         Some(base) => base,
         None => {
-            let health = conn.call("Health", &json!({})).await?;
-            match health["dashboard"].as_str() {
-                Some(base) => base.to_string(),
+            let health = conn.call(&HealthParams {}).await?;
+            match health.dashboard {
+                Some(base) => base,
                 None => {
                     return Err(Failure::new(
                         1,
@@ -29,18 +29,13 @@ pub async fn dashboard(
             }
         }
     };
-    let created: Value = conn
-        .call(
-            "CreateToken",
-            &json!({"name": "dashboard", "scopes": ["read"], "ttl_secs": ttl}),
-        )
-        .await?;
-    let Some(token) = created["token"].as_str() else {
-        return Err(Failure::new(
-            1,
-            "batond answered CreateToken without a token",
-        ));
+    let create = CreateTokenParams {
+        name: "dashboard".into(),
+        scopes: vec!["read".into()],
+        ttl_secs: Some(ttl),
+        idempotency_key: None,
     };
+    let token = conn.call(&create).await?.token;
     // In the fragment, which the browser keeps to itself: the login page's script takes it
     // out of the address bar and posts it.
     let url = format!("{}/login#token={token}", base.trim_end_matches('/'));

@@ -6,9 +6,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use baton::client::Connection;
-use baton::protocol::journal::Event;
+use baton::protocol::journal::{Event, EventFilter, SubscribeParams};
 
-use crate::cli::params;
 use crate::failure::{Failure, Outcome};
 use crate::out::{event_row, Out};
 
@@ -49,15 +48,13 @@ pub async fn follow_events(
     out: &Out,
     conn: &mut Connection,
     since: Option<u64>,
-    filter: Value,
+    filter: EventFilter,
 ) -> Outcome {
-    let subscribe = |since: Option<u64>| {
-        params(vec![
-            ("since_seq", since.map(Value::from)),
-            ("filter", Some(filter.clone())),
-        ])
+    let mut subscribe = SubscribeParams {
+        since_seq: since,
+        filter: Some(filter),
     };
-    conn.call_raw("Subscribe", &subscribe(since)).await?;
+    conn.send(&subscribe).await?;
     let stdout = std::io::stdout();
     loop {
         let line = conn.notification().await?;
@@ -78,8 +75,8 @@ pub async fn follow_events(
             "SubscriptionEnded" => {
                 let ended: Ended = read("a SubscriptionEnded", &note.params)?;
                 if ended.reason == "overflow" {
-                    conn.call_raw("Subscribe", &subscribe(Some(ended.resume_from_seq)))
-                        .await?;
+                    subscribe.since_seq = Some(ended.resume_from_seq);
+                    conn.send(&subscribe).await?;
                 } else {
                     return Err(Failure::new(1, ended.message));
                 }

@@ -27,7 +27,7 @@ impl From<CallError> for Failure {
                 | "method_not_found" | "request_too_large" | "value_too_large" => 2,
                 "not_found" => 3,
                 "conflict" | "idempotency_conflict" => 4,
-                "lease_invalid" => 6,
+                "lease_invalid" | "fenced" => 6,
                 "unauthenticated" | "forbidden" => 77,
                 "overloaded" | "unavailable" => 75,
                 _ => 1,

@@ -6,10 +6,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::json;
-
 use baton::client::{CallError, Connection, Target};
-use baton::protocol::locks::{HeldBy, Holders, StatusResult};
+use baton::protocol::locks::{HeldBy, Holders, ResourceLockStatusParams, StatusResult};
 
 use crate::failure::Failure;
 
@@ -64,9 +62,10 @@ pub async fn check(
 ) -> Result<Vec<Refusal>, CallError> {
     let mut refusals = Vec::new();
     for path in paths {
-        let key = format!("file:{}", path.display());
-        let params = json!({ "resource_key": key });
-        let status: StatusResult = match conn.call_typed("ResourceLockStatus", &params).await {
+        let ask = ResourceLockStatusParams {
+            resource_key: format!("file:{}", path.display()),
+        };
+        let status = match conn.call(&ask).await {
             Ok(status) => status,
             // Outside the workspace (or not a path batond can name): not coordinated.
             Err(CallError::Daemon { kind, .. }) if kind == "invalid" => continue,

@@ -1,26 +1,16 @@
 //! `baton lock ...`.
 
-use serde::Deserialize;
-use serde_json::{json, Value};
-
 use baton::client::{read, Connection};
 use baton::protocol::locks::{
-    AcquireResult, HeartbeatResult, Holders, ListResourceLocksResult, Outcome as LeaseOutcome,
+    AcquireResourceLockParams, AcquireResult, HeartbeatResourceLockParams, Holders,
+    ListResourceLocksParams, LockMode, ReleaseResourceLockParams, ResourceLockStatusParams,
     StatusResult,
 };
-use baton::protocol::operator::BreakLockResult;
+use baton::protocol::operator::BreakLockParams;
 
-use crate::cli::{default_owner, params, parse_json, LockCommand};
+use crate::cli::{default_owner, field, json, parse_json, LockCommand};
 use crate::failure::Outcome;
 use crate::out::{or_dash, text, Out};
-
-/// What `baton lock release` reads of ReleaseResourceLock's result. The daemon's
-/// `ReleaseResult` is written from a static string and cannot be read back; the test
-/// below ties the two.
-#[derive(Deserialize)]
-struct Released {
-    outcome: LeaseOutcome,
-}
 
 /// Who holds a key, for a line of text: the owner, or every owner of a shared key.
 fn holder_names(held_by: &Holders) -> String {
@@ -46,21 +36,21 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             slots,
         } => {
             let metadata = metadata.map(|m| parse_json("--metadata", &m)).transpose()?;
-            let result = conn
-                .call_raw(
-                    "AcquireResourceLock",
-                    &params(vec![
-                        ("resource_key", Some(json!(key))),
-                        ("owner", Some(json!(owner.unwrap_or_else(default_owner)))),
-                        ("ttl_secs", ttl.map(Value::from)),
-                        ("wait_ms", wait.map(Value::from)),
-                        ("metadata", metadata),
-                        ("mode", shared.then_some(json!("shared"))),
-                        ("slots", slots.map(Value::from)),
-                    ]),
-                )
-                .await?;
-            let r: AcquireResult = read("AcquireResourceLock", &result)?;
+            let acquire = AcquireResourceLockParams {
+                resource_key: key,
+                owner: Some(owner.unwrap_or_else(default_owner)),
+                session_id: None,
+                provider: None,
+                ttl_secs: ttl,
+                metadata: metadata.as_ref().map(json),
+                wait_ms: wait,
+                release_on_disconnect: false,
+                mode: shared.then_some(LockMode::Shared),
+                slots,
+                idempotency_key: None,
+            };
+            let result = conn.send(&acquire).await?;
+            let r = read::<AcquireResourceLockParams>(&result)?;
             // already_held through another connection: the lease id went only to that one.
             let held_elsewhere =
                 matches!(&r, AcquireResult::AlreadyHeld(lease) if lease.lease_id.is_none());
@@ -118,19 +108,17 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             moved_to,
             note,
         } => {
-            let answer = out
-                .answer::<Released>(
-                    conn,
-                    "ReleaseResourceLock",
-                    &params(vec![
-                        ("resource_key", Some(json!(key))),
-                        ("lease_id", Some(json!(lease_id))),
-                        ("outcome", outcome.map(Value::from)),
-                        ("moved_to", moved_to.map(Value::from)),
-                        ("note", note.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let release = ReleaseResourceLockParams {
+                resource_key: key.clone(),
+                lease_id,
+                outcome: outcome
+                    .map(|o| field::<ReleaseResourceLockParams, _>("outcome", o))
+                    .transpose()?,
+                moved_to,
+                note,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &release).await?;
             if let Some(r) = answer {
                 println!("{} {key} ({})", out.status("released"), r.outcome.as_str());
             }
@@ -142,18 +130,14 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             lease,
             owner,
         } => {
-            let answer = out
-                .answer::<BreakLockResult>(
-                    conn,
-                    "BreakLock",
-                    &params(vec![
-                        ("resource_key", Some(json!(key))),
-                        ("reason", Some(json!(reason))),
-                        ("lease_id", lease.map(Value::from)),
-                        ("owner", owner.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let break_lock = BreakLockParams {
+                resource_key: key,
+                lease_id: lease,
+                owner,
+                reason,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &break_lock).await?;
             if let Some(r) = answer {
                 for b in &r.broken {
                     println!(
@@ -169,27 +153,24 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         LockCommand::Heartbeat { key, lease_id, ttl } => {
-            let answer = out
-                .answer::<HeartbeatResult>(
-                    conn,
-                    "HeartbeatResourceLock",
-                    &params(vec![
-                        ("resource_key", Some(json!(key))),
-                        ("lease_id", Some(json!(lease_id))),
-                        ("ttl_secs", ttl.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let heartbeat = HeartbeatResourceLockParams {
+                resource_key: key.clone(),
+                lease_id,
+                ttl_secs: ttl,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &heartbeat).await?;
             if let Some(r) = answer {
                 println!("{key} expires {}", text(&r.expires_at));
             }
             Ok(0)
         }
         LockCommand::Status { key } => {
-            let result = conn
-                .call_raw("ResourceLockStatus", &json!({"resource_key": key}))
-                .await?;
-            let r: StatusResult = read("ResourceLockStatus", &result)?;
+            let status = ResourceLockStatusParams {
+                resource_key: key.clone(),
+            };
+            let result = conn.send(&status).await?;
+            let r = read::<ResourceLockStatusParams>(&result)?;
             let held = matches!(r, StatusResult::Held { .. });
             if out.json {
                 out.raw(&result);
@@ -220,18 +201,13 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(if held { 5 } else { 0 })
         }
         LockCommand::List { prefix, owner } => {
-            let answer = out
-                .pages::<ListResourceLocksResult>(
-                    conn,
-                    "ListResourceLocks",
-                    &params(vec![
-                        ("prefix", prefix.map(Value::from)),
-                        ("owner", owner.map(Value::from)),
-                    ]),
-                    &["locks", "waiting"],
-                    None,
-                )
-                .await?;
+            let list = ListResourceLocksParams {
+                prefix,
+                owner,
+                limit: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &list, &["locks", "waiting"], None).await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r
                 .locks
@@ -252,24 +228,5 @@ pub async fn lock(command: LockCommand, out: &Out, conn: &mut Connection) -> Out
             );
             Ok(0)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use baton::protocol::locks::ReleaseResult;
-    use serde_json::value::to_raw_value;
-
-    use super::*;
-
-    #[test]
-    fn release_reads_what_the_daemon_writes() {
-        let released = ReleaseResult {
-            status: "released",
-            resource_key: "file:a".into(),
-            outcome: LeaseOutcome::Moved,
-        };
-        let r: Released = read("ReleaseResourceLock", &to_raw_value(&released).unwrap()).unwrap();
-        assert_eq!(r.outcome, LeaseOutcome::Moved);
     }
 }

@@ -4,15 +4,15 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use std::collections::BTreeMap;
-
 use clap::Parser;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use baton::client::{read, Connection, Target};
-use baton::protocol::journal::ReadEventsResult;
-use baton::protocol::state::{DeleteResult, GetResult, HistoryResult, ListResult, SetResult};
+use baton::protocol::journal::{EventFilter, ReadEventsParams};
+use baton::protocol::state::{
+    DeleteParams, GetParams, HistoryParams, HistoryResult, ListParams, SetParams,
+};
+use baton::protocol::system::{HealthParams, MetricsParams};
 
 mod agent;
 mod cli;
@@ -25,7 +25,7 @@ mod out;
 mod task;
 mod token;
 
-use cli::{arg_or_stdin, params, parse_json, Cli, Colour, Command, GuardCommand, HookTool};
+use cli::{arg_or_stdin, json, parse_json, Cli, Colour, Command, GuardCommand, HookTool};
 use events::follow_events;
 use failure::{Failure, Outcome};
 use lock::lock;
@@ -35,10 +35,12 @@ use task::task;
 async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
     match command {
         Command::Get { namespace, key } => {
-            let result = conn
-                .call_raw("Get", &json!({"namespace": namespace, "key": key}))
-                .await?;
-            let r: GetResult = read("Get", &result)?;
+            let get = GetParams {
+                namespace: namespace.clone(),
+                key: key.clone(),
+            };
+            let result = conn.send(&get).await?;
+            let r = read::<GetParams>(&result)?;
             if out.json {
                 out.raw(&result);
             } else if let Some(record) = &r.record {
@@ -69,26 +71,26 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             expect,
             by,
             string,
+            fence,
         } => {
+            let fence = cli::fence(fence)?;
             let value = arg_or_stdin(&value)?;
             let value = if string {
                 Value::String(value)
             } else {
                 serde_json::from_str(&value).unwrap_or(Value::String(value))
             };
-            let answer = out
-                .answer::<SetResult>(
-                    conn,
-                    "Set",
-                    &params(vec![
-                        ("namespace", Some(json!(namespace))),
-                        ("key", Some(json!(key))),
-                        ("value", Some(value)),
-                        ("expected_version", expect.map(Value::from)),
-                        ("updated_by", by.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let set = SetParams {
+                namespace: namespace.clone(),
+                key: key.clone(),
+                value: json(&value),
+                updated_by: by,
+                expected_version: expect,
+                session_id: None,
+                fence,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &set).await?;
             if let Some(r) = answer {
                 println!(
                     "{namespace}/{key}  version {} (was {})  revision {}",
@@ -102,19 +104,17 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             key,
             expect,
             by,
+            fence,
         } => {
-            let answer = out
-                .answer::<DeleteResult>(
-                    conn,
-                    "Delete",
-                    &params(vec![
-                        ("namespace", Some(json!(namespace))),
-                        ("key", Some(json!(key))),
-                        ("expected_version", expect.map(Value::from)),
-                        ("updated_by", by.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let delete = DeleteParams {
+                namespace: namespace.clone(),
+                key: key.clone(),
+                expected_version: expect,
+                updated_by: by,
+                fence: cli::fence(fence)?,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &delete).await?;
             match answer {
                 Some(r) if r.deleted => {
                     println!("{namespace}/{key}  deleted at version {}", r.version)
@@ -129,18 +129,13 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             prefix,
             limit,
         } => {
-            let answer = out
-                .pages::<ListResult>(
-                    conn,
-                    "List",
-                    &params(vec![
-                        ("namespace", Some(json!(namespace))),
-                        ("prefix", prefix.map(Value::from)),
-                    ]),
-                    &["records"],
-                    Some(limit),
-                )
-                .await?;
+            let list = ListParams {
+                namespace,
+                prefix,
+                limit: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &list, &["records"], Some(limit)).await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r
                 .records
@@ -169,18 +164,14 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             key,
             limit,
         } => {
-            let answer = out
-                .pages::<HistoryResult>(
-                    conn,
-                    "History",
-                    &params(vec![
-                        ("namespace", Some(json!(namespace))),
-                        ("key", Some(json!(key))),
-                    ]),
-                    &["history"],
-                    limit,
-                )
-                .await?;
+            let history = HistoryParams {
+                namespace: namespace.clone(),
+                key: key.clone(),
+                limit: None,
+                before_version: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &history, &["history"], limit).await?;
             let Some(HistoryResult { history, .. }) = answer else {
                 return Ok(0);
             };
@@ -244,25 +235,27 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             task,
             limit,
         } => {
-            let filter = params(vec![
-                (
-                    "types",
-                    (!types.is_empty()).then(|| Value::from(types.clone())),
-                ),
-                ("namespace", namespace.map(Value::from)),
-                ("key_prefix", key_prefix.map(Value::from)),
-                ("resource_prefix", resource_prefix.map(Value::from)),
-                ("task_id", task.map(Value::from)),
-            ]);
+            let types = (!types.is_empty()).then_some(types);
             if follow {
+                let filter = EventFilter {
+                    types,
+                    namespace,
+                    key_prefix,
+                    resource_prefix,
+                    task_id: task,
+                };
                 return follow_events(out, conn, since, filter).await;
             }
-            let mut p = filter.as_object().cloned().unwrap_or_default();
-            p.insert("since_seq".into(), json!(since.unwrap_or(0)));
-            p.insert("limit".into(), json!(limit));
-            let answer = out
-                .answer::<ReadEventsResult>(conn, "ReadEvents", &Value::Object(p))
-                .await?;
+            let read = ReadEventsParams {
+                since_seq: Some(since.unwrap_or(0)),
+                limit: Some(limit),
+                types,
+                namespace,
+                key_prefix,
+                resource_prefix,
+                task_id: task,
+            };
+            let answer = out.answer(conn, &read).await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r.events.iter().map(event_row).collect();
             out.table(&["SEQ", "AT", "TYPE", "SUBJECT", "ACTOR", "DATA"], &rows);
@@ -270,7 +263,7 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             Ok(0)
         }
         Command::Health => {
-            if let Some(r) = out.answer::<Health>(conn, "Health", &json!({})).await? {
+            if let Some(r) = out.answer(conn, &HealthParams {}).await? {
                 println!(
                     "{}  batond {}  schema {}  database {} ({})  up {}s  instance {}",
                     out.status(&r.status),
@@ -285,7 +278,7 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             Ok(0)
         }
         Command::Metrics => {
-            let Some(r) = out.answer::<Metrics>(conn, "Metrics", &json!({})).await? else {
+            let Some(r) = out.answer(conn, &MetricsParams {}).await? else {
                 return Ok(0);
             };
             println!(
@@ -306,7 +299,7 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
                 .iter()
                 .map(|(name, m)| {
                     vec![
-                        name.clone(),
+                        name.to_string(),
                         m.count.to_string(),
                         m.errors.to_string(),
                         m.p50_us.to_string(),
@@ -329,68 +322,6 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
             Ok(0)
         }
     }
-}
-
-/// What `baton health` reads of Health's result. The daemon's `HealthResult` is written
-/// from static strings and cannot be read back; the test below ties the two.
-#[derive(Deserialize)]
-struct Health {
-    status: String,
-    database: String,
-    schema_version: i64,
-    version: String,
-    uptime_secs: u64,
-    backend: String,
-    instance_id: String,
-}
-
-/// What `baton metrics` reads of Metrics' result (`MetricsResult`, likewise write-only).
-#[derive(Deserialize)]
-struct Metrics {
-    uptime_secs: u64,
-    methods: BTreeMap<String, MethodFigures>,
-    connections: ConnectionFigures,
-    records: RecordFigures,
-    journal: JournalFigures,
-    storage: StorageFigures,
-    locks: LockFigures,
-}
-
-#[derive(Deserialize)]
-struct MethodFigures {
-    count: u64,
-    errors: u64,
-    p50_us: u64,
-    p99_us: u64,
-}
-
-#[derive(Deserialize)]
-struct ConnectionFigures {
-    open: u64,
-    total: u64,
-}
-
-#[derive(Deserialize)]
-struct RecordFigures {
-    live: u64,
-}
-
-#[derive(Deserialize)]
-struct JournalFigures {
-    length: u64,
-    head_seq: u64,
-}
-
-#[derive(Deserialize)]
-struct StorageFigures {
-    commits: u64,
-    mean_batch: f64,
-}
-
-#[derive(Deserialize)]
-struct LockFigures {
-    live: u64,
-    waiting: u64,
 }
 
 /// `baton guard ...`.
@@ -526,112 +457,5 @@ fn main() -> ExitCode {
             eprintln!("{label} {}", failure.message);
             ExitCode::from(failure.code)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use baton::methods::system::{
-        AuthFigures, ConnectionFigures, HealthResult, JournalFigures, LockFigures, MetricsResult,
-        RecordFigures, StorageFigures,
-    };
-    use baton::metrics::MethodFigures;
-    use serde_json::value::to_raw_value;
-
-    use super::*;
-
-    #[test]
-    fn health_reads_what_the_daemon_writes() {
-        let health = HealthResult {
-            status: "degraded",
-            database: "failing",
-            database_error: Some("disk".into()),
-            schema_version: 4,
-            version: "1.2.3",
-            uptime_secs: 9,
-            backend: "postgres",
-            instance_id: "i1".into(),
-            dashboard: None,
-        };
-        let r: Health = read("Health", &to_raw_value(&health).unwrap()).unwrap();
-        assert_eq!(
-            (r.status.as_str(), r.database.as_str(), r.schema_version),
-            ("degraded", "failing", 4)
-        );
-        assert_eq!((r.version.as_str(), r.uptime_secs), ("1.2.3", 9));
-        assert_eq!(
-            (r.backend.as_str(), r.instance_id.as_str()),
-            ("postgres", "i1")
-        );
-    }
-
-    #[test]
-    fn metrics_reads_what_the_daemon_writes() {
-        let figures = MethodFigures {
-            count: 5,
-            errors: 1,
-            p50_us: 20,
-            p99_us: 90,
-            max_us: 100,
-        };
-        let metrics = MetricsResult {
-            uptime_secs: 7,
-            methods: BTreeMap::from([("Get", figures)]),
-            connections: ConnectionFigures {
-                open: 2,
-                total: 3,
-                accept_errors: 0,
-                refused_unauthenticated: 0,
-                refused_descriptors: 0,
-                auth_timeouts: 0,
-            },
-            records: RecordFigures {
-                live: 4,
-                tombstones: 1,
-            },
-            journal: JournalFigures {
-                length: 6,
-                head_seq: 8,
-                oldest_seq: 1,
-            },
-            storage: StorageFigures {
-                commits: 10,
-                failed_commits: 0,
-                writes: 15,
-                max_batch: 3,
-                mean_batch: 1.5,
-                db_bytes: 4096,
-                wal_bytes: 0,
-            },
-            auth: AuthFigures { failures: 0 },
-            locks: LockFigures {
-                live: 11,
-                waiting: 12,
-                watching: 13,
-            },
-            tasks: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            node_waiters: 0,
-            inbox_waiters: 0,
-            instances: 1,
-        };
-        let r: Metrics = read("Metrics", &to_raw_value(&metrics).unwrap()).unwrap();
-        let get = &r.methods["Get"];
-        assert_eq!(
-            (get.count, get.errors, get.p50_us, get.p99_us),
-            (5, 1, 20, 90)
-        );
-        assert_eq!(
-            (r.uptime_secs, r.connections.open, r.connections.total),
-            (7, 2, 3)
-        );
-        assert_eq!(
-            (r.records.live, r.journal.length, r.journal.head_seq),
-            (4, 6, 8)
-        );
-        assert_eq!((r.storage.commits, r.storage.mean_batch), (10, 1.5));
-        assert_eq!((r.locks.live, r.locks.waiting), (11, 12));
     }
 }

@@ -3,8 +3,9 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use baton::client::{read, Answer, Connection};
+use baton::client::{read, Connection};
 use baton::protocol::journal::Event;
+use baton::protocol::Request;
 
 use crate::failure::Failure;
 
@@ -39,35 +40,42 @@ impl Out {
         println!("{}", pretty(result));
     }
 
-    /// Calls `method`. With --json, prints its result as batond sent it and returns
-    /// `None`; else returns the result read as `R`, for a table.
-    pub async fn answer<R: Answer>(
+    /// Sends `request`. With --json, prints its result as batond sent it and returns
+    /// `None`; else returns the result read as the method's result type, for a table.
+    pub async fn answer<R: Request>(
         &self,
         conn: &mut Connection,
-        method: &str,
-        params: &Value,
-    ) -> Result<Option<R>, Failure> {
-        let result = conn.call_raw(method, params).await?;
-        if self.json {
-            self.raw(&result);
-            return Ok(None);
-        }
-        Ok(Some(read(method, &result)?))
+        request: &R,
+    ) -> Result<Option<R::Result>, Failure> {
+        let result = conn.send(request).await?;
+        self.result::<R>(&result)
     }
 
-    /// Calls a paged `method`, following `next` until the end or until `total` items of
+    /// A result of `R` as batond sent it: printed with --json (then `None`), else read as
+    /// the method's result type.
+    pub fn result<R: Request>(&self, result: &RawValue) -> Result<Option<R::Result>, Failure> {
+        if self.json {
+            self.raw(result);
+            return Ok(None);
+        }
+        Ok(Some(read::<R>(result)?))
+    }
+
+    /// Sends a paged `request`, following `next` until the end or until `total` items of
     /// `fields[0]` have come, and answers as one page: the arrays of `fields` joined, the
     /// rest of the first page, and the last page's `next` (null unless `total` stopped it).
     /// With --json, prints that and returns `None`.
-    pub async fn pages<R: Answer>(
+    pub async fn pages<R: Request>(
         &self,
         conn: &mut Connection,
-        method: &str,
-        params: &Value,
+        request: &R,
         fields: &[&str],
         total: Option<u64>,
-    ) -> Result<Option<R>, Failure> {
-        let mut params = params.clone();
+    ) -> Result<Option<R::Result>, Failure> {
+        let method = R::METHOD;
+        // The pages differ only in `limit` and `after`, set on the params as sent.
+        let mut params =
+            serde_json::to_value(request).map_err(|e| Failure::new(1, format!("{method}: {e}")))?;
         let mut joined: Option<Value> = None;
         let mut count = 0u64;
         loop {
@@ -115,7 +123,7 @@ impl Out {
         }
         let whole = serde_json::value::to_raw_value(&whole)
             .map_err(|e| Failure::new(1, format!("{method}: {e}")))?;
-        Ok(Some(read(method, &whole)?))
+        Ok(Some(read::<R>(&whole)?))
     }
 
     /// Rows under a header, columns aligned.

@@ -1,14 +1,13 @@
 //! `baton task ...`.
 
-use serde_json::{json, Value};
-
 use baton::client::Connection;
-use baton::protocol::operator::RetryNodeResult;
+use baton::protocol::operator::RetryNodeParams;
 use baton::protocol::tasks::{
-    CancelTaskResult, ListTasksResult, RegisterTaskResult, TaskStatusResult,
+    CancelTaskParams, ListTasksParams, RegisterTaskParams, TaskStatusParams,
 };
+use baton::protocol::Request;
 
-use crate::cli::{arg_or_stdin, params, parse_json, TaskCommand};
+use crate::cli::{arg_or_stdin, parse_json, TaskCommand};
 use crate::failure::{Failure, Outcome};
 use crate::out::{cut, or_dash, text, Out};
 
@@ -21,10 +20,10 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
                 std::fs::read_to_string(&file)
                     .map_err(|e| Failure::new(2, format!("cannot read {file}: {e}")))?
             };
+            // The file goes to batond as it is written: batond says what is wrong with it.
             let spec = parse_json(&file, &source)?;
-            let answer = out
-                .answer::<RegisterTaskResult>(conn, "RegisterTask", &spec)
-                .await?;
+            let result = conn.call_raw(RegisterTaskParams::METHOD, &spec).await?;
+            let answer = out.result::<RegisterTaskParams>(&result)?;
             if let Some(r) = answer {
                 println!("{}", text(&r.task_id));
                 let ids: Vec<String> = r.node_ids.iter().map(|id| text(id)).collect();
@@ -33,15 +32,12 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         TaskCommand::Status { task_id } => {
-            let answer = out
-                .pages::<TaskStatusResult>(
-                    conn,
-                    "TaskStatus",
-                    &json!({"task_id": task_id}),
-                    &["nodes"],
-                    None,
-                )
-                .await?;
+            let status = TaskStatusParams {
+                task_id,
+                limit: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &status, &["nodes"], None).await?;
             let Some(r) = answer else { return Ok(0) };
             let t = &r.task;
             println!(
@@ -68,15 +64,12 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         TaskCommand::List { status, limit } => {
-            let answer = out
-                .pages::<ListTasksResult>(
-                    conn,
-                    "ListTasks",
-                    &params(vec![("status", status.map(Value::from))]),
-                    &["tasks"],
-                    limit,
-                )
-                .await?;
+            let list = ListTasksParams {
+                status,
+                limit: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &list, &["tasks"], limit).await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r
                 .tasks
@@ -94,9 +87,11 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             Ok(0)
         }
         TaskCommand::Cancel { task_id } => {
-            let answer = out
-                .answer::<CancelTaskResult>(conn, "CancelTask", &json!({"task_id": task_id}))
-                .await?;
+            let cancel = CancelTaskParams {
+                task_id: task_id.clone(),
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &cancel).await?;
             if let Some(r) = answer {
                 println!("{task_id}  {}", out.status(r.status.as_str()));
             }
@@ -107,8 +102,13 @@ pub async fn task(command: TaskCommand, out: &Out, conn: &mut Connection) -> Out
             node_id,
             reason,
         } => {
-            let p = json!({"task_id": task_id, "node_id": node_id, "reason": reason});
-            let answer = out.answer::<RetryNodeResult>(conn, "RetryNode", &p).await?;
+            let retry = RetryNodeParams {
+                task_id,
+                node_id,
+                reason,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &retry).await?;
             if let Some(r) = answer {
                 println!(
                     "{}  {}  {}  task {}",

@@ -1,28 +1,22 @@
 //! `baton token ...`: access tokens for network clients (admin only).
 
-use serde_json::{json, Value};
-
 use baton::client::Connection;
-use baton::protocol::auth::{CreateTokenResult, ListTokensResult, RevokeTokenResult};
+use baton::protocol::auth::{CreateTokenParams, ListTokensParams, RevokeTokenParams};
 
-use crate::cli::{params, TokenCommand};
+use crate::cli::TokenCommand;
 use crate::failure::Outcome;
 use crate::out::{or_dash, text, Out};
 
 pub async fn token(command: TokenCommand, out: &Out, conn: &mut Connection) -> Outcome {
     match command {
         TokenCommand::Create { name, scope, ttl } => {
-            let answer = out
-                .answer::<CreateTokenResult>(
-                    conn,
-                    "CreateToken",
-                    &params(vec![
-                        ("name", Some(Value::from(name))),
-                        ("scopes", Some(json!(scope))),
-                        ("ttl_secs", ttl.map(Value::from)),
-                    ]),
-                )
-                .await?;
+            let create = CreateTokenParams {
+                name,
+                scopes: scope,
+                ttl_secs: ttl,
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &create).await?;
             if let Some(r) = answer {
                 // The secret alone on stdout, so that `$(baton token create ...)` takes it.
                 println!("{}", r.token);
@@ -37,9 +31,11 @@ pub async fn token(command: TokenCommand, out: &Out, conn: &mut Connection) -> O
             Ok(0)
         }
         TokenCommand::List => {
-            let answer = out
-                .pages::<ListTokensResult>(conn, "ListTokens", &json!({}), &["tokens"], None)
-                .await?;
+            let list = ListTokensParams {
+                limit: None,
+                after: None,
+            };
+            let answer = out.pages(conn, &list, &["tokens"], None).await?;
             let Some(r) = answer else { return Ok(0) };
             let rows: Vec<Vec<String>> = r
                 .tokens
@@ -61,9 +57,11 @@ pub async fn token(command: TokenCommand, out: &Out, conn: &mut Connection) -> O
             Ok(0)
         }
         TokenCommand::Revoke { token_id } => {
-            let answer = out
-                .answer::<RevokeTokenResult>(conn, "RevokeToken", &json!({"token_id": token_id}))
-                .await?;
+            let revoke = RevokeTokenParams {
+                token_id: token_id.clone(),
+                idempotency_key: None,
+            };
+            let answer = out.answer(conn, &revoke).await?;
             if answer.is_some() {
                 println!("{token_id}  revoked");
             }

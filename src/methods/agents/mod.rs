@@ -42,9 +42,7 @@ fn ttl_ms(ttl_secs: Option<u64>) -> Result<u64> {
 }
 
 impl Method for RegisterAgentParams {
-    const NAME: &'static str = "RegisterAgent";
     const SUMMARY: &'static str = "Join as an agent named `name` (one live session per name; 409 unless takeover; a name belongs to the token that first registered it, and another token's is 403 unless admin). Keep the session_id secret and heartbeat within ttl_secs (default 60).";
-    type Output = RegisterAgentResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         check_name("name", &self.name)?;
         if let Some(role) = &self.role {
@@ -80,10 +78,8 @@ impl Method for RegisterAgentParams {
 }
 
 impl Method for AgentHeartbeatParams {
-    const NAME: &'static str = "AgentHeartbeat";
     const SUMMARY: &'static str =
         "Keep your session alive for ttl_secs more; 410 once it has ended.";
-    type Output = AgentHeartbeatResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = ttl_ms(self.ttl_secs)?;
         let presented = cx.presented(self.session_id);
@@ -94,9 +90,7 @@ impl Method for AgentHeartbeatParams {
 }
 
 impl Method for EndSessionParams {
-    const NAME: &'static str = "EndSession";
     const SUMMARY: &'static str = "Leave: end your session (its inbox stays for the name).";
-    type Output = EndSessionResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);
         write::<Self>(cx, self.idempotency_key, move |ctx| {
@@ -106,9 +100,7 @@ impl Method for EndSessionParams {
 }
 
 impl Method for ListAgentsParams {
-    const NAME: &'static str = "ListAgents";
     const SUMMARY: &'static str = "Live agents by name: role, when seen, what each holds and how many unread messages it has (never a session id); page with `after` = next.";
-    type Output = ListAgentsResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
         let limit = super::paging::page_limit(self.limit, super::paging::MAX_PAGE)?;
         Ok(read::<Self>(false, move |storage| {
@@ -118,9 +110,7 @@ impl Method for ListAgentsParams {
 }
 
 impl Method for SendMessageParams {
-    const NAME: &'static str = "SendMessage";
     const SUMMARY: &'static str = "Send a message from your session's name to agent names (live or not) or \"*\" (every agent that ever registered); it waits in each inbox until acknowledged.";
-    type Output = SendMessageResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         match &self.to {
             Recipients::Everyone(star) if star == "*" => {}
@@ -167,9 +157,7 @@ impl Method for SendMessageParams {
 }
 
 impl Method for ReadInboxParams {
-    const NAME: &'static str = "ReadInbox";
     const SUMMARY: &'static str = "Your name's messages after `after` (default: your acknowledged cursor), oldest first; with wait_ms and none there, wait for one (use its own connection).";
-    type Output = ReadInboxResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let wait_ms = self.wait_ms.unwrap_or(0);
         if wait_ms > MAX_WAIT_MS {
@@ -192,9 +180,7 @@ impl Method for ReadInboxParams {
 }
 
 impl Method for AckMessagesParams {
-    const NAME: &'static str = "AckMessages";
     const SUMMARY: &'static str = "Mark your name's messages up to seq `up_to` as read (the durable cursor ReadInbox starts from; beyond your newest message is 400); returns how many were acknowledged and how many remain.";
-    type Output = AckMessagesResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let presented = cx.presented(self.session_id);
         let up_to = self.up_to;

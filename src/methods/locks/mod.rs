@@ -51,9 +51,7 @@ fn check_owner(owner: &str) -> Result<()> {
 }
 
 impl Method for AcquireResourceLockParams {
-    const NAME: &'static str = "AcquireResourceLock";
     const SUMMARY: &'static str = "Lease a resource (file:PATH, dir:PATH, or any kind:name) right before changing it. Returns acquired (with lease_id and fencing_token), already_held, or busy with the holder; wait_ms waits first come first served.";
-    type Output = AcquireResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let owner =
@@ -119,9 +117,7 @@ impl Method for AcquireResourceLockParams {
 }
 
 impl Method for HeartbeatResourceLockParams {
-    const NAME: &'static str = "HeartbeatResourceLock";
     const SUMMARY: &'static str = "Extend a lease you hold (by lease_id) to ttl_secs from now; call it well within the lease on long work. 410 if the lease is gone.";
-    type Output = HeartbeatResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let ttl_ms = ttl_ms(cx, self.ttl_secs)?;
@@ -133,9 +129,7 @@ impl Method for HeartbeatResourceLockParams {
 }
 
 impl Method for ReleaseResourceLockParams {
-    const NAME: &'static str = "ReleaseResourceLock";
     const SUMMARY: &'static str = "Release a lease right after the change, saying honestly what happened (released, modified, created, deleted, moved with moved_to, abandoned); the next holder sees it as `previous`.";
-    type Output = ReleaseResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let outcome = self.outcome.unwrap_or(Outcome::Released);
@@ -162,9 +156,7 @@ impl Method for ReleaseResourceLockParams {
 }
 
 impl Method for ResourceLockStatusParams {
-    const NAME: &'static str = "ResourceLockStatus";
     const SUMMARY: &'static str = "Is a resource free right now (an acquire would succeed), or who holds it or a conflicting key; shows the previous holder's outcome.";
-    type Output = StatusResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let visible = cx.visible();
@@ -173,9 +165,7 @@ impl Method for ResourceLockStatusParams {
 }
 
 impl Method for CheckFenceParams {
-    const NAME: &'static str = "CheckFence";
     const SUMMARY: &'static str = "Is fencing_token still the latest granted on resource_key (no newer lease), for a store outside Baton that fences its own writes; also says whether the key is held.";
-    type Output = CheckFenceResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         let token = self.fencing_token;
@@ -184,10 +174,8 @@ impl Method for CheckFenceParams {
 }
 
 impl Method for ListResourceLocksParams {
-    const NAME: &'static str = "ListResourceLocks";
     const SUMMARY: &'static str =
         "Live leases, optionally by key prefix or owner (lease ids are never shown); page with `after` = next.";
-    type Output = ListResourceLocksResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let limit = super::paging::page_limit(self.limit, super::paging::MAX_PAGE)?;
         let after: Option<(String, u64)> = self
@@ -213,9 +201,7 @@ impl Method for ListResourceLocksParams {
 }
 
 impl Method for WaitResourceLockParams {
-    const NAME: &'static str = "WaitResourceLock";
     const SUMMARY: &'static str = "Wait up to timeout_ms until a resource is free (without taking it); answers available with the previous outcome, or timeout with the holder. Use its own connection.";
-    type Output = WaitResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let key = key(cx, &self.resource_key)?;
         if self.timeout_ms > MAX_WAIT_MS {

@@ -269,9 +269,7 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
 }
 
 impl Method for RegisterTaskParams {
-    const NAME: &'static str = "RegisterTask";
     const SUMMARY: &'static str = "Register a goal and its DAG of nodes (id?, name?, dependencies, payload?, max_attempts?). Unknown dependency, duplicate id or a cycle: 400 and nothing stored.";
-    type Output = RegisterTaskResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         if self.goal.is_empty() {
             return Err(Error::Invalid(
@@ -294,9 +292,7 @@ impl Method for RegisterTaskParams {
 }
 
 impl Method for AcquireNextNodeParams {
-    const NAME: &'static str = "AcquireNextNode";
     const SUMMARY: &'static str = "Lease the next runnable node (PENDING with every dependency COMPLETED), of one task or any; null when none (after wait_ms). Heartbeat it, then CompleteNode or FailNode.";
-    type Output = Option<AcquiredNode>;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let owner = match (&self.lease_owner, &self.session_id) {
             (Some(owner), _) if owner.is_empty() || owner.len() > 256 => {
@@ -339,9 +335,7 @@ impl Method for AcquireNextNodeParams {
 }
 
 impl Method for HeartbeatNodeParams {
-    const NAME: &'static str = "HeartbeatNode";
     const SUMMARY: &'static str = "Extend your node lease to ttl_secs from now; call it well within the lease on long work. 410 if the lease is gone (the node was rolled back).";
-    type Output = HeartbeatNodeResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let ttl_ms = node_ttl_ms(cx, self.ttl_secs)?;
         let presented = cx.presented(std::mem::take(&mut self.lease_id));
@@ -352,9 +346,7 @@ impl Method for HeartbeatNodeParams {
 }
 
 impl Method for CompleteNodeParams {
-    const NAME: &'static str = "CompleteNode";
     const SUMMARY: &'static str = "Finish your node with its result (given to dependents); its dependents may become runnable.";
-    type Output = EventSeqResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
         let presented = cx.presented(std::mem::take(&mut self.lease_id));
@@ -378,9 +370,7 @@ impl Method for CompleteNodeParams {
 }
 
 impl Method for FailNodeParams {
-    const NAME: &'static str = "FailNode";
     const SUMMARY: &'static str = "Report your node failed; with retry (default) it goes back to PENDING while attempts remain, else FAILED (and the task fails).";
-    type Output = FailNodeResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let FailNodeParams {
             task_id,
@@ -410,9 +400,7 @@ impl Method for FailNodeParams {
 }
 
 impl Method for CommitEventParams {
-    const NAME: &'static str = "CommitEvent";
     const SUMMARY: &'static str = "Record what a node did (action_type: custom.<what>, or node.progress; payload) in the task's journal; lease_id required while the node is RUNNING.";
-    type Output = EventSeqResult;
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
         let CommitEventParams {
             task_id,
@@ -447,9 +435,7 @@ impl Method for CommitEventParams {
 }
 
 impl Method for TaskStatusParams {
-    const NAME: &'static str = "TaskStatus";
     const SUMMARY: &'static str = "A task's status (running, completed, failed, cancelled), node counts by state, and its nodes in registration order (page with `after` = next).";
-    type Output = TaskStatusResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
         let limit = paging::page_limit(self.limit, paging::MAX_PAGE)?;
         Ok(read::<Self>(false, move |storage| {
@@ -474,10 +460,8 @@ impl Method for TaskStatusParams {
 }
 
 impl Method for ListTasksParams {
-    const NAME: &'static str = "ListTasks";
     const SUMMARY: &'static str =
         "Tasks, newest first, optionally by status; page with `after` = next.";
-    type Output = ListTasksResult;
     fn plan(self, _cx: &Ctx<'_>) -> Result<Plan> {
         let status = match &self.status {
             None => None,
@@ -509,9 +493,7 @@ impl Method for ListTasksParams {
 }
 
 impl Method for CancelTaskParams {
-    const NAME: &'static str = "CancelTask";
     const SUMMARY: &'static str = "Cancel a task: every PENDING or RUNNING node becomes CANCELLED and its lease stops working (410).";
-    type Output = CancelTaskResult;
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::cancel(ctx, &self.task_id)
