@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-pub use crate::protocol::limits::{MAX_ANSWER_BYTES, MAX_PAGE};
+pub use crate::protocol::limits::MAX_PAGE;
 
 /// A page stops taking items once they pass this many bytes: with one item at most a
 /// stored value (`BATON_MAX_VALUE_BYTES`, at most

@@ -54,10 +54,6 @@ impl Fenced {
         };
         Ok(Fenced { key, by, token_id })
     }
-
-    pub fn resource_key(&self) -> &str {
-        &self.key.key
-    }
 }
 
 /// Checks a request's `fence` as sent (`field` names it in a refusal): its key made
