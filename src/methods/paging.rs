@@ -1,6 +1,6 @@
 //! Pages of the answers that can grow: `limit` (how many), `after` (the cursor the previous
 //! page answered as `next`) and a byte budget, so that no answer line passes
-//! [`MAX_ANSWER_BYTES`] however large the store is. Every list follows the same rules: a
+//! [`MAX_ANSWER_BYTES`](crate::protocol::limits::MAX_ANSWER_BYTES) however large the store is. Every list follows the same rules: a
 //! page holds at most `limit` items and stops early once its items pass [`PAGE_BYTES`]
 //! (always holding at least one), and `next` is null only when nothing follows.
 
@@ -13,7 +13,7 @@ pub use crate::protocol::limits::MAX_PAGE;
 /// A page stops taking items once they pass this many bytes: with one item at most a
 /// stored value (`BATON_MAX_VALUE_BYTES`, at most
 /// [`crate::config::MAX_VALUE_BYTES_CAP`]) and its names, the line stays under
-/// [`MAX_ANSWER_BYTES`].
+/// [`MAX_ANSWER_BYTES`](crate::protocol::limits::MAX_ANSWER_BYTES).
 pub const PAGE_BYTES: usize = 8 << 20;
 
 /// `limit` for paged reads: `default` when absent, else 1 to [`MAX_PAGE`].
