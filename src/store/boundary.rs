@@ -353,6 +353,18 @@ pub struct NewTask<'a> {
     pub at_ms: i64,
 }
 
+/// A runnable node (PENDING, every dependency COMPLETED, not held back), as the index of
+/// runnable nodes orders them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnableNode {
+    /// Higher is handed out first.
+    pub priority: i64,
+    /// The seq since which it is runnable.
+    pub runnable_since: i64,
+    pub task_id: String,
+    pub node_id: String,
+}
+
 /// What the rules need to judge a node.
 pub struct NodeRow {
     pub state: NodeState,
@@ -421,15 +433,15 @@ pub trait Nodes {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()>;
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>>;
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()>;
-    /// The runnable node to hand out next, of one task or any, among nodes whose label
-    /// key is one of `label_keys`: the highest priority, then the longest runnable, then
-    /// the one needing the most labels.
-    /// (task_id, node_id).
-    fn runnable(
+    /// Of the runnable nodes whose label key is `label_key`, of one task or any, the first
+    /// as the index orders them: the highest priority, then the longest runnable, then by
+    /// task id and node id. Which label set's node a worker gets is a rule
+    /// (`methods::tasks::rules`).
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>>;
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>>;
     /// Whether a node of the task is RUNNING, or held back until a time.
     fn has_running(&self, task_id: &str) -> Result<bool>;
     /// Ends a node's hold (its `ready_at` passed): one fewer unfinished dependency,

@@ -111,6 +111,11 @@ fn join_labels<'a>(labels: impl IntoIterator<Item = &'a String>) -> String {
     set.into_iter().collect::<Vec<_>>().join("\u{1f}")
 }
 
+/// How many labels a label key holds.
+fn label_count(label_key: &str) -> usize {
+    label_key.split('\u{1f}').filter(|l| !l.is_empty()).count()
+}
+
 /// A node's label key.
 fn label_key(field: &str, labels: &[String]) -> Result<String> {
     check_labels(field, labels)?;

@@ -236,7 +236,7 @@ conformance!(
     leases_of_session_and_the_fencing_counter,
     outcomes_recorded_read_and_kept_through_a_clean_close,
     nodes_insert_and_read_a_task,
-    nodes_runnable_ranks_priority_then_age_then_labels,
+    nodes_first_runnable_of_a_label_set_by_priority_then_age,
     nodes_start_change_release_dependents_finish,
     nodes_holds_cancel_retry_and_resume,
     nodes_task_report_and_list_tasks_page,
@@ -375,6 +375,11 @@ fn change(state: NodeState, result: Option<&str>) -> NodeChange<'_> {
         ready_at: None,
         at_ms: T0 + 20,
     }
+}
+
+/// The first runnable node of the label set `key`, of `task` or any: (task, node).
+fn first(s: &dyn Storage, task: Option<&str>, key: &str) -> Result<Option<(String, String)>> {
+    Ok(s.first_runnable(task, key)?.map(|n| (n.task_id, n.node_id)))
 }
 
 fn pair(t: &str, n: &str) -> Option<(String, String)> {

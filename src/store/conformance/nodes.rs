@@ -32,10 +32,9 @@ pub(super) fn nodes_insert_and_read_a_task(db: &mut Db) {
     assert_eq!(nodes, [("PENDING".to_string(), 2)].into());
 }
 
-pub(super) fn nodes_runnable_ranks_priority_then_age_then_labels(db: &mut Db) {
+pub(super) fn nodes_first_runnable_of_a_label_set_by_priority_then_age(db: &mut Db) {
     let gpu = label(&["gpu"]);
     let gpu_big = label(&["big", "gpu"]);
-    let worker = vec![String::new(), label(&["big"]), gpu.clone(), gpu_big.clone()];
     // Task "old" registered first (seq 1), "new" later (seq 2).
     let old = [
         node("plain", &[]),
@@ -44,10 +43,11 @@ pub(super) fn nodes_runnable_ranks_priority_then_age_then_labels(db: &mut Db) {
             ..node("special", &[])
         },
         NewNode {
-            label_key: label(&["arm"]),
-            ..node("arm", &[])
+            label_key: gpu.clone(),
+            ..node("g-old", &[])
         },
         node("blocked", &["plain"]),
+        node("zz", &[]),
     ];
     let new = [
         NewNode {
@@ -58,44 +58,42 @@ pub(super) fn nodes_runnable_ranks_priority_then_age_then_labels(db: &mut Db) {
             label_key: gpu.clone(),
             ..node("g", &[])
         },
+        NewNode {
+            label_key: gpu.clone(),
+            priority: -1,
+            ..node("g-low", &[])
+        },
     ];
     db.batch(|s, _| {
         s.insert_task(&task("old", &old, 1))?;
         s.insert_task(&task("new", &new, 2))
     });
-    let runnable =
-        |db: &Db, task: Option<&str>, keys: &[String]| db.read(|s| s.runnable(task, keys));
-    // Priority first.
-    assert_eq!(runnable(db, None, &worker), pair("new", "urgent"));
-    // Within a task.
-    assert_eq!(
-        runnable(db, Some("old"), &[String::new()]),
-        pair("old", "plain")
-    );
-    // Only the label keys given.
-    assert_eq!(runnable(db, None, &[label(&["arm"])]), pair("old", "arm"));
-    assert_eq!(runnable(db, None, &[label(&["none"])]), None);
-    assert_eq!(runnable(db, Some("none"), &worker), None);
-    // Take "urgent" away: then the oldest runnable, and among equals the one needing more
-    // labels ("special" before "plain", both runnable since seq 1).
-    let grant_a = grant("l-urgent", "w");
-    db.batch(|s, _| s.start_node("new", "urgent", &grant_a).map(|_| ()));
-    assert_eq!(runnable(db, None, &worker), pair("old", "special"));
-    assert_eq!(
-        runnable(db, None, &[String::new(), gpu.clone()]),
-        pair("old", "plain")
-    );
-    // A node runnable since an older seq goes before a newer one, whatever its labels.
-    assert_eq!(
-        runnable(db, None, &[gpu.clone(), gpu_big.clone()]),
-        pair("old", "special")
-    );
-    assert_eq!(
-        runnable(db, None, std::slice::from_ref(&gpu)),
-        pair("new", "g")
-    );
-    // Not PENDING, or with unfinished dependencies: never runnable.
-    assert_eq!(runnable(db, Some("new"), &[String::new()]), None);
+    let runnable = |db: &Db, task: Option<&str>, key: &str| db.read(|s| first(s, task, key));
+    // Priority first, whatever the age.
+    assert_eq!(runnable(db, None, ""), pair("new", "urgent"));
+    // Within a task: by age, then node id.
+    assert_eq!(runnable(db, Some("old"), ""), pair("old", "plain"));
+    // Only the label set asked for, never a subset or superset of it.
+    assert_eq!(runnable(db, None, &gpu_big), pair("old", "special"));
+    assert_eq!(runnable(db, None, &label(&["big"])), None);
+    assert_eq!(runnable(db, None, &label(&["none"])), None);
+    assert_eq!(runnable(db, Some("none"), ""), None);
+    // The priority carried, and how long it has been runnable.
+    let found = db.read(|s| s.first_runnable(None, "")).unwrap();
+    assert_eq!((found.priority, found.runnable_since), (5, 2));
+    // Older first, across tasks: "g-old" (seq 1) before "g" (seq 2); a lower priority last.
+    assert_eq!(runnable(db, None, &gpu), pair("old", "g-old"));
+    assert_eq!(runnable(db, Some("new"), &gpu), pair("new", "g"));
+    // Take "urgent" and "plain" away: then the oldest, by task id and node id among those
+    // runnable since the same seq ("zz" of "old"); a RUNNING node is never runnable, nor
+    // one with unfinished dependencies ("blocked").
+    db.batch(|s, _| {
+        s.start_node("new", "urgent", &grant("l-urgent", "w"))?;
+        s.start_node("old", "plain", &grant("l-plain", "w"))?;
+        Ok(())
+    });
+    assert_eq!(runnable(db, None, ""), pair("old", "zz"));
+    assert_eq!(runnable(db, Some("new"), ""), None);
     assert!(db.read(|s| s.has_running("new")));
 }
 
@@ -165,10 +163,7 @@ pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
     );
     assert!(db.read(|s| s.node_leases()).is_empty());
     assert!(!db.read(|s| s.has_running("t")));
-    assert_eq!(
-        db.read(|s| s.runnable(Some("t"), &[String::new()])),
-        pair("t", "b")
-    );
+    assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "b"));
     let g = grant("lease-b", "worker-2");
     db.batch(|s, _| {
         s.start_node("t", "b", &g)?;
@@ -177,10 +172,7 @@ pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
         assert!(!s.finish_one("t")?);
         Ok(())
     });
-    assert_eq!(
-        db.read(|s| s.runnable(Some("t"), &[String::new()])),
-        pair("t", "c")
-    );
+    assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "c"));
     let g = grant("lease-c", "worker-2");
     let last = db.batch(|s, _| {
         let started = s.start_node("t", "c", &g)?;
@@ -190,7 +182,7 @@ pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
         s.finish_one("t")
     });
     assert!(last, "the last unfinished node");
-    assert_eq!(db.read(|s| s.runnable(None, &[String::new()])), None);
+    assert_eq!(db.read(|s| first(s, None, "")), None);
 }
 
 pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
@@ -209,10 +201,7 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
         [("t".to_string(), "held".to_string(), T0 + 1_000)]
     );
     assert!(db.read(|s| s.has_running("t")), "a held node counts");
-    assert_eq!(
-        db.read(|s| s.runnable(Some("t"), &[String::new()])),
-        pair("t", "a")
-    );
+    assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "a"));
     assert!(db.batch(|s, _| s.release_hold("t", "held", 3)));
     assert!(
         !db.batch(|s, _| s.release_hold("t", "held", 4)),
@@ -242,10 +231,7 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
             },
         )
     });
-    assert_eq!(
-        db.read(|s| s.runnable(Some("t"), &[String::new()])),
-        pair("t", "held")
-    );
+    assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "held"));
     assert_eq!(db.read(|s| s.failed_nodes("t")), ["a"]);
     let g = grant("lh", "w");
     db.batch(|s, _| s.start_node("t", "held", &g).map(|_| ()));
@@ -274,15 +260,12 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
         NodeState::Pending
     );
     // `c` still waits for `a`; `a` and `b` are runnable since seq 11 (ties by node id).
-    assert_eq!(
-        db.read(|s| s.runnable(Some("t"), &[String::new()])),
-        pair("t", "a")
-    );
+    assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "a"));
     // Every open node (PENDING or RUNNING) cancelled.
     assert_eq!(db.batch(|s, _| s.cancel_open_nodes("t", T0 + 40)), 4);
     assert!(!db.read(|s| s.has_running("t")));
     assert!(db.read(|s| s.node_leases()).is_empty());
-    assert_eq!(db.read(|s| s.runnable(None, &[String::new()])), None);
+    assert_eq!(db.read(|s| first(s, None, "")), None);
     // A FAILED node retried as PENDING is runnable since `seq`.
     db.batch(|s, _| {
         s.insert_task(&task("u", &[node("x", &[])], 50))?;
@@ -290,10 +273,7 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
         s.change_node("u", "x", &change(NodeState::Failed, None))?;
         s.retry_node("u", "x", NodeState::Pending, 51, T0 + 51)
     });
-    assert_eq!(
-        db.read(|s| s.runnable(None, &[String::new()])),
-        pair("u", "x")
-    );
+    assert_eq!(db.read(|s| first(s, None, "")), pair("u", "x"));
 }
 
 pub(super) fn nodes_task_report_and_list_tasks_page(db: &mut Db) {

@@ -13,7 +13,7 @@ use crate::protocol::tasks::{
     ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
 };
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
+    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode, StartedNode,
 };
 
 use super::{i, u, PgConn};
@@ -152,46 +152,32 @@ impl Nodes for PgConn {
         Ok(())
     }
 
-    fn runnable(
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>> {
-        // The best node of each label set, by index order; then the best of those.
-        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
-        let mut best: Option<Rank> = None;
-        for label_key in label_keys {
-            let found = match task_id {
-                Some(t) => self.query_opt(
-                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
-                     WHERE task_id = $1 AND label_key = $2 AND state = 'PENDING'
-                       AND remaining_deps = 0
-                     ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
-                    &[&t, label_key],
-                )?,
-                None => self.query_opt(
-                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
-                     WHERE label_key = $1 AND state = 'PENDING' AND remaining_deps = 0
-                     ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
-                    &[label_key],
-                )?,
-            };
-            if let Some(r) = found {
-                // Among equals, the node that needs more of the worker's labels.
-                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
-                let rank = (
-                    -r.get::<_, i64>(0),
-                    r.get(1),
-                    std::cmp::Reverse(labels),
-                    r.get(2),
-                    r.get(3),
-                );
-                if best.as_ref().is_none_or(|b| rank < *b) {
-                    best = Some(rank);
-                }
-            }
-        }
-        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>> {
+        let found = match task_id {
+            Some(t) => self.query_opt(
+                "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                 WHERE task_id = $1 AND label_key = $2 AND state = 'PENDING'
+                   AND remaining_deps = 0
+                 ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                &[&t, &label_key],
+            )?,
+            None => self.query_opt(
+                "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                 WHERE label_key = $1 AND state = 'PENDING' AND remaining_deps = 0
+                 ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                &[&label_key],
+            )?,
+        };
+        Ok(found.map(|r| RunnableNode {
+            priority: r.get(0),
+            runnable_since: r.get(1),
+            task_id: r.get(2),
+            node_id: r.get(3),
+        }))
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {

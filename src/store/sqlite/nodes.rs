@@ -16,7 +16,7 @@ use crate::protocol::tasks::{
     ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
 };
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
+    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode, StartedNode,
 };
 
 use super::sql::Sql;
@@ -125,55 +125,40 @@ impl<C: Sql> Nodes for C {
         Ok(())
     }
 
-    fn runnable(
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>> {
-        // The best node of each label set, by index order; then the best of those.
-        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
-        let mut best: Option<Rank> = None;
-        for label_key in label_keys {
-            let found: Option<(i64, i64, String, String)> = match task_id {
-                Some(t) => self
-                    .with(
-                        "SELECT priority, runnable_since, task_id, node_id
-                         FROM nodes INDEXED BY nodes_runnable_by_task
-                         WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
-                           AND remaining_deps = 0
-                         ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
-                        |s| {
-                            s.query_row(params![t, label_key], |r| {
-                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                            })
-                        },
-                    )
-                    .optional()?,
-                None => self
-                    .with(
-                        "SELECT priority, runnable_since, task_id, node_id
-                         FROM nodes INDEXED BY nodes_runnable
-                         WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
-                         ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
-                        |s| {
-                            s.query_row([label_key], |r| {
-                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                            })
-                        },
-                    )
-                    .optional()?,
-            };
-            if let Some((priority, since, task, node)) = found {
-                // Among equals, the node that needs more of the worker's labels: a
-                // specialist's work goes to it before work anyone could do.
-                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
-                let rank = (-priority, since, std::cmp::Reverse(labels), task, node);
-                if best.as_ref().is_none_or(|b| rank < *b) {
-                    best = Some(rank);
-                }
-            }
-        }
-        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>> {
+        let node = |r: &Row<'_>| {
+            Ok(RunnableNode {
+                priority: r.get(0)?,
+                runnable_since: r.get(1)?,
+                task_id: r.get(2)?,
+                node_id: r.get(3)?,
+            })
+        };
+        Ok(match task_id {
+            Some(t) => self
+                .with(
+                    "SELECT priority, runnable_since, task_id, node_id
+                     FROM nodes INDEXED BY nodes_runnable_by_task
+                     WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
+                       AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                    |s| s.query_row(params![t, label_key], node),
+                )
+                .optional()?,
+            None => self
+                .with(
+                    "SELECT priority, runnable_since, task_id, node_id
+                     FROM nodes INDEXED BY nodes_runnable
+                     WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                    |s| s.query_row([label_key], node),
+                )
+                .optional()?,
+        })
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
