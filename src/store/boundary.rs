@@ -20,7 +20,7 @@ pub use super::health::StorageHealth;
 use crate::protocol::journal::{Event, EventFilter, EventType};
 use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
-use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
+use crate::protocol::tasks::{NodeState, TaskStatus};
 
 /// An event about to be appended; `seq` is the revision of the change it records.
 pub struct NewEvent<'a> {
@@ -418,6 +418,47 @@ pub struct NodeChange<'a> {
     pub at_ms: i64,
 }
 
+/// A task's row, as stored.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub task_id: String,
+    pub goal: String,
+    pub status: TaskStatus,
+    /// Epoch milliseconds, as `updated_at`.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A node's row as TaskStatus lists it, as stored.
+#[derive(Debug, Clone)]
+pub struct ListedNode {
+    pub node_id: String,
+    pub name: Option<String>,
+    pub state: NodeState,
+    /// JSON text: the ids of the nodes it depends on.
+    pub dependencies: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub lease_owner: Option<String>,
+    /// Epoch milliseconds, as `updated_at`.
+    pub lease_expires_at: Option<i64>,
+    /// JSON text.
+    pub result: Option<String>,
+    /// JSON text.
+    pub error: Option<String>,
+    pub updated_at: i64,
+}
+
+/// What TaskStatus reads of a task, in one snapshot.
+#[derive(Debug, Clone)]
+pub struct TaskRows {
+    pub task: TaskRow,
+    /// How many of its nodes are in each state that some node is in.
+    pub counts: Vec<(NodeState, u64)>,
+    /// A page of its nodes, in registration order.
+    pub nodes: Vec<ListedNode>,
+}
+
 /// A RUNNING node's lease, as stored.
 pub struct NodeLease {
     pub task_id: String,
@@ -495,22 +536,22 @@ pub trait Nodes {
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
     /// RUNNING nodes leased to `owner`: (task_id, node_id).
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>>;
-    /// TaskStatus: the task, its counts and at most `limit` nodes in registration order,
-    /// those after the node `after` (None: no such task). `next` is left to the caller.
+    /// TaskStatus's rows: the task's, its nodes counted by state, and at most `limit` of its
+    /// nodes in registration order, those after the node `after` (None: no such task).
     fn task_report(
         &self,
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>>;
-    /// ListTasks, newest first: at most `limit`, those created before the task `after`.
-    /// `next` is left to the caller.
+    ) -> Result<Option<TaskRows>>;
+    /// ListTasks' rows, newest first: at most `limit` tasks (of `status`, if given), those
+    /// created before the task `after`.
     fn list_tasks(
         &self,
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult>;
+    ) -> Result<Vec<TaskRow>>;
     /// Tasks and nodes by state, for Metrics.
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)>;
 }

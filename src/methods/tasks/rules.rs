@@ -68,6 +68,11 @@ fn missing(nodes: &dyn Nodes, task_id: &str, node_id: &str) -> Result<Error> {
     })
 }
 
+/// A node's dependencies, stored as the JSON text of an array of node ids.
+pub(super) fn dependencies(text: &str) -> Result<Vec<String>> {
+    Ok(serde_json::from_str(text)?)
+}
+
 pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     Ok(match text {
         Some(t) => Some(RawValue::from_string(t)?),

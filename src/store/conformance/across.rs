@@ -405,10 +405,7 @@ pub(super) fn edges_of_reads_and_writes(db: &mut Db) {
     let report = db.read(|s| s.task_report("t1", Some("zz"), 10)).unwrap();
     assert!(report.nodes.is_empty());
     assert_eq!(report.task.task_id, "t1");
-    assert!(db
-        .read(|s| s.list_tasks(None, Some("zz"), 10))
-        .tasks
-        .is_empty());
+    assert!(db.read(|s| s.list_tasks(None, Some("zz"), 10)).is_empty());
     assert_eq!(db.read(|s| s.inbox_count("x", 3, Some(1))), 0);
     // A second answer for a key replaces the first.
     db.batch(|s, _| s.remember("k", "Set", &[2], r#"{"x":1}"#, T0 + 1));

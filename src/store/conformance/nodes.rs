@@ -281,63 +281,108 @@ pub(super) fn nodes_task_report_and_list_tasks_page(db: &mut Db) {
         .iter()
         .map(|id| node(id, &[]))
         .collect();
+    let nodes = [
+        NewNode {
+            result_schema: Some("{}".into()),
+            ..node("dep", &[])
+        },
+        NewNode {
+            max_attempts: 7,
+            ..node("with", &["n0", "dep"])
+        },
+    ]
+    .into_iter()
+    .chain(nodes)
+    .collect::<Vec<_>>();
     db.batch(|s, _| {
         s.insert_task(&task("t-a", &nodes, 1))?;
         s.insert_task(&task("t-b", &[node("x", &[])], 2))?;
         s.insert_task(&task("t-c", &[node("x", &[])], 3))?;
         s.set_task_status("t-b", TaskStatus::Completed, T0 + 4)?;
         s.start_node("t-a", "n1", &grant("l", "w"))?;
+        s.start_node("t-a", "dep", &grant("l-dep", "w"))?;
+        s.change_node(
+            "t-a",
+            "dep",
+            &change(NodeState::Completed, Some(r#"{"ok": 1}"#)),
+        )?;
+        s.start_node("t-a", "n2", &grant("l-n2", "w"))?;
+        s.change_node(
+            "t-a",
+            "n2",
+            &NodeChange {
+                error: Some(r#""boom""#),
+                ..change(NodeState::Failed, None)
+            },
+        )?;
         Ok(())
     });
-    let report = db.read(|s| s.task_report("t-a", None, 2)).unwrap();
-    assert_eq!(report.task.task_id, "t-a");
-    assert_eq!(report.task.goal, "the goal");
-    assert_eq!(report.task.status, TaskStatus::Running);
+    let rows = db.read(|s| s.task_report("t-a", None, 4)).unwrap();
+    let task = &rows.task;
+    assert_eq!(
+        (task.task_id.as_str(), task.goal.as_str(), task.status),
+        ("t-a", "the goal", TaskStatus::Running)
+    );
+    assert_eq!((task.created_at, task.updated_at), (T0 + 1, T0 + 1));
     // Registration order, not id order.
+    let ids = |nodes: &[crate::store::boundary::ListedNode]| {
+        nodes.iter().map(|n| n.node_id.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&rows.nodes), ["dep", "with", "n3", "n1"]);
+    // Each node's row as stored: JSON as text, times in epoch ms.
+    let dep = &rows.nodes[0];
+    assert_eq!(dep.state, NodeState::Completed);
+    assert_eq!(dep.result.as_deref(), Some(r#"{"ok": 1}"#));
+    assert_eq!((dep.error.as_deref(), dep.attempts), (None, 1));
     assert_eq!(
-        report
-            .nodes
-            .iter()
-            .map(|n| n.node_id.as_str())
-            .collect::<Vec<_>>(),
-        ["n3", "n1"]
+        (dep.lease_owner.as_deref(), dep.lease_expires_at),
+        (None, None)
     );
-    assert_eq!(report.nodes[1].state, NodeState::Running);
-    assert_eq!(report.nodes[1].lease_owner.as_deref(), Some("w"));
-    // Counts cover every node, every state listed.
+    assert_eq!(dep.updated_at, T0 + 20);
+    let with = &rows.nodes[1];
+    assert_eq!(with.state, NodeState::Pending);
+    assert_eq!(with.dependencies, r#"["n0","dep"]"#);
+    assert_eq!((with.attempts, with.max_attempts), (0, 7));
+    assert_eq!(with.name.as_deref(), Some("node with"));
     assert_eq!(
-        report.counts,
+        (with.result.as_deref(), with.error.as_deref()),
+        (None, None)
+    );
+    let n1 = &rows.nodes[3];
+    assert_eq!(n1.state, NodeState::Running);
+    assert_eq!(n1.lease_owner.as_deref(), Some("w"));
+    assert_eq!(n1.lease_expires_at, Some(T0 + 60_000));
+    assert_eq!(n1.updated_at, T0 + 10);
+    // The nodes counted in each state some node is in, over every node (not the page).
+    let mut counts = rows.counts.clone();
+    counts.sort_by_key(|(state, _)| state.as_str());
+    assert_eq!(
+        counts,
         [
-            ("CANCELLED".to_string(), 0),
-            ("COMPLETED".into(), 0),
-            ("FAILED".into(), 0),
-            ("PENDING".into(), 3),
-            ("RUNNING".into(), 1),
+            (NodeState::Completed, 1),
+            (NodeState::Failed, 1),
+            (NodeState::Pending, 3),
+            (NodeState::Running, 1),
         ]
-        .into()
     );
-    let report = db.read(|s| s.task_report("t-a", Some("n1"), 10)).unwrap();
-    assert_eq!(
-        report
-            .nodes
-            .iter()
-            .map(|n| n.node_id.as_str())
-            .collect::<Vec<_>>(),
-        ["n2", "n0"]
-    );
+    let rows = db.read(|s| s.task_report("t-a", Some("n1"), 10)).unwrap();
+    assert_eq!(ids(&rows.nodes), ["n2", "n0"]);
+    assert_eq!(rows.nodes[0].error.as_deref(), Some(r#""boom""#));
     assert!(db.read(|s| s.task_report("none", None, 10)).is_none());
     // Newest first; `after` a task: those created before it.
-    let ids = |r: crate::protocol::tasks::ListTasksResult| {
-        r.tasks.into_iter().map(|t| t.task_id).collect::<Vec<_>>()
+    let ids = |tasks: Vec<crate::store::boundary::TaskRow>| {
+        tasks.into_iter().map(|t| t.task_id).collect::<Vec<_>>()
     };
     assert_eq!(
         ids(db.read(|s| s.list_tasks(None, None, 10))),
         ["t-c", "t-b", "t-a"]
     );
+    let listed = db.read(|s| s.list_tasks(None, None, 2));
     assert_eq!(
-        ids(db.read(|s| s.list_tasks(None, None, 2))),
-        ["t-c", "t-b"]
+        (listed[1].status, listed[1].created_at, listed[1].updated_at),
+        (TaskStatus::Completed, T0 + 2, T0 + 4)
     );
+    assert_eq!(ids(listed), ["t-c", "t-b"]);
     assert_eq!(
         ids(db.read(|s| s.list_tasks(None, Some("t-b"), 2))),
         ["t-a"]

@@ -4,26 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::value::RawValue;
 use tokio_postgres::Row;
 
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::protocol::tasks::{
-    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
-};
+use crate::protocol::tasks::{NodeState, TaskStatus};
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode, StartedNode,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode,
+    StartedNode, TaskRow, TaskRows,
 };
 
 use super::{i, u, PgConn};
-
-fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t)?),
-        None => None,
-    })
-}
 
 fn node_state(text: &str) -> Result<NodeState> {
     NodeState::parse(text).ok_or_else(|| {
@@ -41,13 +31,13 @@ fn task_status(text: &str) -> Result<TaskStatus> {
     })
 }
 
-fn summary(r: &Row) -> Result<TaskSummary> {
-    Ok(TaskSummary {
+fn task_row(r: &Row) -> Result<TaskRow> {
+    Ok(TaskRow {
         task_id: r.get(0),
         goal: r.get(1),
         status: task_status(r.get(2))?,
-        created_at: format_ms(r.get(3)),
-        updated_at: format_ms(r.get(4)),
+        created_at: r.get(3),
+        updated_at: r.get(4),
     })
 }
 
@@ -439,7 +429,7 @@ impl Nodes for PgConn {
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>> {
+    ) -> Result<Option<TaskRows>> {
         let Some(task) = self.query_opt(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = $1",
             &[&task_id],
@@ -447,18 +437,15 @@ impl Nodes for PgConn {
         else {
             return Ok(None);
         };
-        let task = summary(&task)?;
-        let mut counts: BTreeMap<String, u64> = NodeState::ALL
+        let task = task_row(&task)?;
+        let counts = self
+            .query(
+                "SELECT state, count(*) FROM nodes WHERE task_id = $1 GROUP BY state",
+                &[&task_id],
+            )?
             .iter()
-            .map(|s| (s.as_str().to_string(), 0))
-            .collect();
-        for r in self.query(
-            "SELECT state, count(*) FROM nodes WHERE task_id = $1 GROUP BY state",
-            &[&task_id],
-        )? {
-            let state = node_state(r.get(0))?;
-            *counts.entry(state.as_str().to_string()).or_default() += u(r.get(1));
-        }
+            .map(|r| Ok((node_state(r.get(0))?, u(r.get(1)))))
+            .collect::<Result<Vec<_>>>()?;
         let rows = self.query(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
@@ -468,28 +455,28 @@ impl Nodes for PgConn {
              ORDER BY position LIMIT $3",
             &[&task_id, &after, &i(limit)],
         )?;
-        let mut nodes = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let state = node_state(r.get(2))?;
-            nodes.push(NodeSummary {
-                node_id: r.get(0),
-                name: r.get(1),
-                state,
-                dependencies: serde_json::from_str(r.get(3))?,
-                attempts: count(r.get(4)),
-                max_attempts: count(r.get(5)),
-                lease_owner: r.get(6),
-                lease_expires_at: r.get::<_, Option<i64>>(7).map(format_ms),
-                result: raw(r.get(8))?,
-                error: raw(r.get(9))?,
-                updated_at: format_ms(r.get(10)),
-            });
-        }
-        Ok(Some(TaskStatusResult {
+        let nodes = rows
+            .iter()
+            .map(|r| {
+                Ok(ListedNode {
+                    node_id: r.get(0),
+                    name: r.get(1),
+                    state: node_state(r.get(2))?,
+                    dependencies: r.get(3),
+                    attempts: count(r.get(4)),
+                    max_attempts: count(r.get(5)),
+                    lease_owner: r.get(6),
+                    lease_expires_at: r.get(7),
+                    result: r.get(8),
+                    error: r.get(9),
+                    updated_at: r.get(10),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(TaskRows {
             task,
             counts,
             nodes,
-            next: None,
         }))
     }
 
@@ -498,7 +485,7 @@ impl Nodes for PgConn {
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult> {
+    ) -> Result<Vec<TaskRow>> {
         let rows = self.query(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
              WHERE ($1::text IS NULL OR status = $1)
@@ -507,8 +494,7 @@ impl Nodes for PgConn {
              ORDER BY created_seq DESC LIMIT $3",
             &[&status.map(TaskStatus::as_str), &after, &i(limit)],
         )?;
-        let tasks = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks, next: None })
+        rows.iter().map(task_row).collect()
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {

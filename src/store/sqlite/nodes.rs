@@ -8,25 +8,15 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{params, OptionalExtension, Row};
-use serde_json::value::RawValue;
 
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::protocol::tasks::{
-    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
-};
+use crate::protocol::tasks::{NodeState, TaskStatus};
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode, StartedNode,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode,
+    StartedNode, TaskRow, TaskRows,
 };
 
 use super::sql::Sql;
-
-fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t)?),
-        None => None,
-    })
-}
 
 fn node_state(text: &str) -> rusqlite::Result<NodeState> {
     NodeState::parse(text).ok_or_else(|| {
@@ -48,13 +38,13 @@ fn task_status(text: &str) -> rusqlite::Result<TaskStatus> {
     })
 }
 
-fn summary(r: &Row<'_>) -> rusqlite::Result<TaskSummary> {
-    Ok(TaskSummary {
+fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
         task_id: r.get(0)?,
         goal: r.get(1)?,
         status: task_status(&r.get::<_, String>(2)?)?,
-        created_at: format_ms(r.get(3)?),
-        updated_at: format_ms(r.get(4)?),
+        created_at: r.get(3)?,
+        updated_at: r.get(4)?,
     })
 }
 
@@ -475,28 +465,25 @@ impl<C: Sql> Nodes for C {
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>> {
+    ) -> Result<Option<TaskRows>> {
         let Some(task) = self
             .with(
                 "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
-                |s| s.query_row([task_id], summary),
+                |s| s.query_row([task_id], task_row),
             )
             .optional()?
         else {
             return Ok(None);
         };
-        let mut counts: BTreeMap<String, u64> = NodeState::ALL
-            .iter()
-            .map(|s| (s.as_str().to_string(), 0))
-            .collect();
         let mut stmt = self.conn().prepare_cached(
             "SELECT state, COUNT(*) FROM nodes WHERE task_id = ?1 GROUP BY state",
         )?;
-        let mut rows = stmt.query([task_id])?;
-        while let Some(r) = rows.next()? {
-            let state = node_state(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
-            *counts.entry(state.as_str().to_string()).or_default() += r.get::<_, u64>(1)?;
-        }
+        let counts = stmt
+            .query_map([task_id], |r| {
+                let state = node_state(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
+                Ok((state, r.get(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut stmt = self.conn().prepare_cached(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
@@ -505,30 +492,27 @@ impl<C: Sql> Nodes for C {
                     OR position > (SELECT position FROM nodes WHERE task_id = ?1 AND node_id = ?2))
              ORDER BY position LIMIT ?3 + 0",
         )?;
-        let mut rows = stmt.query(params![task_id, after, limit])?;
-        let mut nodes = Vec::new();
-        while let Some(r) = rows.next()? {
-            let state = node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?;
-            let dependencies: String = r.get(3)?;
-            nodes.push(NodeSummary {
-                node_id: r.get(0)?,
-                name: r.get(1)?,
-                state,
-                dependencies: serde_json::from_str(&dependencies)?,
-                attempts: r.get(4)?,
-                max_attempts: r.get(5)?,
-                lease_owner: r.get(6)?,
-                lease_expires_at: r.get::<_, Option<i64>>(7)?.map(format_ms),
-                result: raw(r.get(8)?)?,
-                error: raw(r.get(9)?)?,
-                updated_at: format_ms(r.get(10)?),
-            });
-        }
-        Ok(Some(TaskStatusResult {
+        let nodes = stmt
+            .query_map(params![task_id, after, limit], |r| {
+                Ok(ListedNode {
+                    node_id: r.get(0)?,
+                    name: r.get(1)?,
+                    state: node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?,
+                    dependencies: r.get(3)?,
+                    attempts: r.get(4)?,
+                    max_attempts: r.get(5)?,
+                    lease_owner: r.get(6)?,
+                    lease_expires_at: r.get(7)?,
+                    result: r.get(8)?,
+                    error: r.get(9)?,
+                    updated_at: r.get(10)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Some(TaskRows {
             task,
             counts,
             nodes,
-            next: None,
         }))
     }
 
@@ -537,7 +521,7 @@ impl<C: Sql> Nodes for C {
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult> {
+    ) -> Result<Vec<TaskRow>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
              WHERE (?1 IS NULL OR status = ?1)
@@ -547,10 +531,10 @@ impl<C: Sql> Nodes for C {
         let tasks = stmt
             .query_map(
                 params![status.map(TaskStatus::as_str), after, limit],
-                summary,
+                task_row,
             )?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks, next: None })
+        Ok(tasks)
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
