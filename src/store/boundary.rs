@@ -380,6 +380,8 @@ pub struct NodeRow {
 
 /// A node lease to grant.
 pub struct NodeLeaseGrant<'a> {
+    /// The node's count of attempts from now on.
+    pub attempts: u32,
     pub lease_id: &'a str,
     pub owner: &'a str,
     /// The token the worker acts with (None: a Unix-socket admin connection).
@@ -390,12 +392,14 @@ pub struct NodeLeaseGrant<'a> {
     pub at_ms: i64,
 }
 
-/// A node just handed out: what its worker is told, with its task's goal and context.
-pub struct StartedNode {
+/// A node about to be handed out: what its worker is told, with its task's goal and
+/// context, and the attempts it had.
+pub struct NodeToStart {
     pub name: Option<String>,
     /// JSON text.
     pub payload: Option<String>,
-    pub dependencies: Vec<String>,
+    /// JSON text: the ids of the nodes it depends on.
+    pub dependencies: String,
     pub attempts: u32,
     pub max_attempts: u32,
     pub goal: String,
@@ -459,6 +463,26 @@ pub struct TaskRows {
     pub nodes: Vec<ListedNode>,
 }
 
+/// Nodes of a task that move together from some states to another.
+pub struct NodesMove<'a> {
+    /// The states of the nodes that move.
+    pub from: &'a [NodeState],
+    pub to: NodeState,
+    /// Runnable since this seq (None: as they were).
+    pub runnable_since: Option<i64>,
+    pub at_ms: i64,
+}
+
+/// A node tried anew (RetryNode): no lease, no result, no error.
+pub struct NodeRetry {
+    pub state: NodeState,
+    /// Its count of attempts from now on.
+    pub attempts: u32,
+    /// The seq since which it is runnable.
+    pub runnable_since: i64,
+    pub at_ms: i64,
+}
+
 /// A RUNNING node's lease, as stored.
 pub struct NodeLease {
     pub task_id: String,
@@ -491,13 +515,10 @@ pub trait Nodes {
     /// Every held node: (task_id, node_id, ready_at).
     fn held_nodes(&self) -> Result<Vec<(String, String, i64)>>;
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>>;
-    /// Makes the node RUNNING under a lease, counting an attempt.
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode>;
+    /// What a worker is told of a node it is handed (None: no such node).
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>>;
+    /// Makes the node RUNNING under a lease, with the count of attempts the grant says.
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()>;
     /// A COMPLETED node's result (JSON text).
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()>;
@@ -510,26 +531,13 @@ pub trait Nodes {
     fn finish_one(&self, task_id: &str) -> Result<bool>;
     /// The task's RUNNING nodes.
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>>;
-    /// Every PENDING or RUNNING node of the task becomes CANCELLED; how many.
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
-    /// Every PENDING node of the task becomes CANCELLED (its task failed); how many.
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
-    /// A FAILED node is tried again (RetryNode): `state` (PENDING, or CANCELLED while its
-    /// task stays failed), no lease, no error, no attempt counted yet, runnable since
-    /// `seq`.
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()>;
+    /// Every node of the task in one of the states `moved.from` takes the state `moved.to`,
+    /// under no lease; how many.
+    fn move_nodes(&self, task_id: &str, moved: &NodesMove<'_>) -> Result<u64>;
+    /// Stores a node tried anew.
+    fn retry_node(&self, task_id: &str, node_id: &str, retry: &NodeRetry) -> Result<()>;
     /// The task's FAILED nodes, by id.
     fn failed_nodes(&self, task_id: &str) -> Result<Vec<String>>;
-    /// Every CANCELLED node of the task becomes PENDING, runnable since `seq` (its failed
-    /// task runs again); how many.
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64>;
     /// Every RUNNING node's lease.
     fn node_leases(&self) -> Result<Vec<NodeLease>>;
     /// RUNNING nodes leased with `session_id`: (task_id, node_id).

@@ -22,7 +22,8 @@ use crate::protocol::tasks::{
     NodeContext, NodeState, RegisterTaskResult, TaskStatus,
 };
 use crate::store::boundary::{
-    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRow, Nodes, RunnableNode,
+    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRetry, NodeRow, Nodes, NodesMove,
+    RunnableNode,
 };
 
 use super::super::journal::{append, appended};
@@ -144,16 +145,24 @@ pub fn register(
 
 fn grant(
     ctx: &mut WriteCtx<'_>,
-    task_id: &str,
-    node_id: &str,
+    node: &RunnableNode,
     request: &NodeRequest,
 ) -> Result<AcquiredNode> {
+    let (task_id, node_id) = (node.task_id.as_str(), node.node_id.as_str());
     let lease_id = crate::methods::new_id();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
-    let node = ctx.nodes().start_node(
+    let Some(started) = ctx.nodes().node_to_start(task_id, node_id)? else {
+        return Err(Error::Internal(format!(
+            "runnable node {task_id}/{node_id} vanished while being handed out"
+        )));
+    };
+    // Every start is one more attempt (RetryNode alone counts them from zero again).
+    let attempt = started.attempts + 1;
+    ctx.nodes().start_node(
         task_id,
         node_id,
         &NodeLeaseGrant {
+            attempts: attempt,
             lease_id: &lease_id,
             owner: &request.owner,
             token_id: request.token_id.as_deref(),
@@ -165,8 +174,7 @@ fn grant(
     // The lease id is the worker's secret: the event says who holds the node, never the id.
     // (A timestamp needs no escaping.)
     let data = format!(
-        "{{\"attempt\":{},\"lease_expires_at\":\"{}\"}}",
-        node.attempts,
+        "{{\"attempt\":{attempt},\"lease_expires_at\":\"{}\"}}",
         format_ms(expires_at)
     );
     event(
@@ -183,7 +191,7 @@ fn grant(
         ctx.mono_now + Duration::from_millis(request.ttl_ms),
     );
     let mut dependency_results = BTreeMap::new();
-    for dep in node.dependencies {
+    for dep in dependencies(&started.dependencies)? {
         let result = ctx.nodes().node_result(task_id, &dep)?;
         dependency_results.insert(
             dep,
@@ -193,16 +201,16 @@ fn grant(
     Ok(AcquiredNode {
         task_id: task_id.to_string(),
         node_id: node_id.to_string(),
-        name: node.name,
+        name: started.name,
         lease_id,
         lease_owner: request.owner.clone(),
         lease_expires_at: format_ms(expires_at),
-        attempt: node.attempts,
-        max_attempts: node.max_attempts,
-        payload: raw(node.payload)?,
+        attempt,
+        max_attempts: started.max_attempts,
+        payload: raw(started.payload)?,
         context: NodeContext {
-            goal: node.goal,
-            task_context: raw(node.task_context)?,
+            goal: started.goal,
+            task_context: raw(started.task_context)?,
             dependency_results,
             recent_events: ctx
                 .tasks
@@ -280,7 +288,7 @@ pub fn acquire_next(
     // Whatever is still runnable now, no earlier waiter can take.
     let filter = request.task_id.as_deref();
     if let Some(node) = next_runnable(ctx.nodes(), filter, &request.label_keys)? {
-        return grant(ctx, &node.task_id, &node.node_id, &request).map(|n| Served::Now(Some(n)));
+        return grant(ctx, &node, &request).map(|n| Served::Now(Some(n)));
     }
     if !waiters {
         known_task(ctx)?;
@@ -328,8 +336,7 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
         match found {
             Some(node) => {
                 let waiter = ctx.tasks.take_waiter(i).expect("index in range");
-                let answer = grant(ctx, &node.task_id, &node.node_id, &waiter.request)
-                    .and_then(|n| reply(&Some(n)));
+                let answer = grant(ctx, &node, &waiter.request).and_then(|n| reply(&Some(n)));
                 ctx.deferred.push((waiter.reply, answer));
             }
             None => match filter {
@@ -548,7 +555,15 @@ pub fn fail(
         set_task_status(ctx, task_id, TaskStatus::Failed)?;
         // A failed task hands out nothing more: its nodes not yet started never will be
         // (those running may still finish and keep their results).
-        ctx.nodes().cancel_pending_nodes(task_id, ctx.now_ms)?;
+        ctx.nodes().move_nodes(
+            task_id,
+            &NodesMove {
+                from: &[NodeState::Pending],
+                to: NodeState::Cancelled,
+                runnable_since: None,
+                at_ms: ctx.now_ms,
+            },
+        )?;
     }
     serve_waiters(ctx)?;
     Ok(FailNodeResult {
@@ -599,7 +614,15 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult>
     for node_id in ctx.nodes().running_nodes(task_id)? {
         ctx.tasks.forget(task_id, &node_id);
     }
-    let cancelled = ctx.nodes().cancel_open_nodes(task_id, ctx.now_ms)?;
+    let cancelled = ctx.nodes().move_nodes(
+        task_id,
+        &NodesMove {
+            from: &[NodeState::Pending, NodeState::Running],
+            to: NodeState::Cancelled,
+            runnable_since: None,
+            at_ms: ctx.now_ms,
+        },
+    )?;
     let status = match status {
         TaskStatus::Running | TaskStatus::Failed => {
             set_task_status(ctx, task_id, TaskStatus::Cancelled)?;
@@ -690,14 +713,30 @@ pub fn retry(ctx: &mut WriteCtx<'_>, r: RetryRequest) -> Result<RetryNodeResult>
         Some(node_id),
         &data,
     )?;
-    ctx.nodes()
-        .retry_node(task_id, node_id, state, seq, ctx.now_ms)?;
+    ctx.nodes().retry_node(
+        task_id,
+        node_id,
+        &NodeRetry {
+            state,
+            // Its attempts are counted anew.
+            attempts: 0,
+            runnable_since: seq,
+            at_ms: ctx.now_ms,
+        },
+    )?;
     let mut nodes_resumed = 0;
     let mut task_status = status;
     if resume {
-        nodes_resumed = ctx
-            .nodes()
-            .resume_cancelled_nodes(task_id, seq, ctx.now_ms)?;
+        // The nodes its failure cancelled.
+        nodes_resumed = ctx.nodes().move_nodes(
+            task_id,
+            &NodesMove {
+                from: &[NodeState::Cancelled],
+                to: NodeState::Pending,
+                runnable_since: Some(seq),
+                at_ms: ctx.now_ms,
+            },
+        )?;
         set_task_status(ctx, task_id, TaskStatus::Running)?;
         task_status = TaskStatus::Running;
         // Nodes held back until a time: their hold may have come due while they were

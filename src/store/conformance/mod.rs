@@ -14,7 +14,7 @@ use crate::protocol::tasks::{NodeState, TaskStatus};
 
 use super::boundary::{
     Foreseen, LeaseEnd, NameOwner, NewEvent, NewLease, NewNode, NewTask, NewToken, NewVersion,
-    NodeChange, NodeLeaseGrant, Outcomes, SessionRow, Storage, WriteStorage,
+    NodeChange, NodeLeaseGrant, NodeRetry, NodesMove, Outcomes, SessionRow, Storage, WriteStorage,
 };
 use super::Store;
 
@@ -357,6 +357,7 @@ fn task<'a>(id: &'a str, nodes: &'a [NewNode], seq: i64) -> NewTask<'a> {
 
 fn grant<'a>(lease_id: &'a str, owner: &'a str) -> NodeLeaseGrant<'a> {
     NodeLeaseGrant {
+        attempts: 1,
         lease_id,
         owner,
         token_id: None,

@@ -105,15 +105,23 @@ pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
         session_id: Some("sess"),
         ..grant("lease-a", "worker-1")
     };
-    let started = db.batch(|s, _| s.start_node("t", "a", &g));
-    assert_eq!(started.name.as_deref(), Some("node a"));
-    assert_eq!(started.payload.as_deref(), Some(r#"{"n":"a"}"#));
-    assert!(started.dependencies.is_empty());
-    assert_eq!((started.attempts, started.max_attempts), (1, 3));
-    assert_eq!(started.goal, "the goal");
-    assert_eq!(started.task_context.as_deref(), Some(r#"{"repo":"x"}"#));
+    // What its worker is told, read in the batch that starts it.
+    let told = db.batch(|s, _| {
+        let told = s.node_to_start("t", "a")?.unwrap();
+        s.start_node("t", "a", &g)?;
+        Ok(told)
+    });
+    assert_eq!(told.name.as_deref(), Some("node a"));
+    assert_eq!(told.payload.as_deref(), Some(r#"{"n":"a"}"#));
+    assert_eq!(told.dependencies, "[]");
+    assert_eq!((told.attempts, told.max_attempts), (0, 3));
+    assert_eq!(told.goal, "the goal");
+    assert_eq!(told.task_context.as_deref(), Some(r#"{"repo":"x"}"#));
+    assert!(db.read(|s| s.node_to_start("t", "zz")).is_none());
     let a = db.read(|s| s.node("t", "a")).unwrap();
     assert_eq!(a.state, NodeState::Running);
+    // The count of attempts the grant gave.
+    assert_eq!(a.attempts, 1);
     assert_eq!(a.lease_id.as_deref(), Some("lease-a"));
     assert_eq!(a.lease_owner.as_deref(), Some("worker-1"));
     assert_eq!(a.lease_token_id.as_deref(), Some("tok"));
@@ -175,8 +183,9 @@ pub(super) fn nodes_start_change_release_dependents_finish(db: &mut Db) {
     assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "c"));
     let g = grant("lease-c", "worker-2");
     let last = db.batch(|s, _| {
-        let started = s.start_node("t", "c", &g)?;
-        assert_eq!(started.dependencies, ["a", "b"]);
+        let told = s.node_to_start("t", "c")?.unwrap();
+        assert_eq!(told.dependencies, r#"["a","b"]"#);
+        s.start_node("t", "c", &g)?;
         s.change_node("t", "c", &change(NodeState::Completed, Some("2")))?;
         s.release_dependents("t", "c", 7)?;
         s.finish_one("t")
@@ -236,7 +245,13 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
     let g = grant("lh", "w");
     db.batch(|s, _| s.start_node("t", "held", &g).map(|_| ()));
     // Cancel the PENDING ones only (held is RUNNING; b and c PENDING).
-    assert_eq!(db.batch(|s, _| s.cancel_pending_nodes("t", T0 + 30)), 2);
+    let pending_cancelled = NodesMove {
+        from: &[NodeState::Pending],
+        to: NodeState::Cancelled,
+        runnable_since: None,
+        at_ms: T0 + 30,
+    };
+    assert_eq!(db.batch(|s, _| s.move_nodes("t", &pending_cancelled)), 2);
     assert_eq!(
         db.read(|s| s.node("t", "held")).unwrap().state,
         NodeState::Running
@@ -246,23 +261,47 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
         NodeState::Cancelled
     );
     // The failed node tried again (its task stays failed: CANCELLED), then resumed.
-    db.batch(|s, _| s.retry_node("t", "a", NodeState::Cancelled, 10, T0 + 31));
+    let retried = NodeRetry {
+        state: NodeState::Cancelled,
+        attempts: 0,
+        runnable_since: 10,
+        at_ms: T0 + 31,
+    };
+    db.batch(|s, _| s.retry_node("t", "a", &retried));
     let a = db.read(|s| s.node("t", "a")).unwrap();
     assert_eq!((a.state, a.attempts), (NodeState::Cancelled, 0));
     assert!(a.lease_id.is_none());
+    let listed = db.read(|s| s.task_report("t", None, 10)).unwrap().nodes;
+    let a = listed.iter().find(|n| n.node_id == "a").unwrap();
+    assert_eq!((a.error.as_deref(), a.updated_at), (None, T0 + 31));
     assert!(db.read(|s| s.failed_nodes("t")).is_empty());
-    assert_eq!(
-        db.batch(|s, _| s.resume_cancelled_nodes("t", 11, T0 + 32)),
-        3
-    );
+    let resumed = NodesMove {
+        from: &[NodeState::Cancelled],
+        to: NodeState::Pending,
+        runnable_since: Some(11),
+        at_ms: T0 + 32,
+    };
+    assert_eq!(db.batch(|s, _| s.move_nodes("t", &resumed)), 3);
     assert_eq!(
         db.read(|s| s.node("t", "b")).unwrap().state,
         NodeState::Pending
     );
     // `c` still waits for `a`; `a` and `b` are runnable since seq 11 (ties by node id).
     assert_eq!(db.read(|s| first(s, Some("t"), "")), pair("t", "a"));
-    // Every open node (PENDING or RUNNING) cancelled.
-    assert_eq!(db.batch(|s, _| s.cancel_open_nodes("t", T0 + 40)), 4);
+    // Every open node (PENDING or RUNNING) cancelled, its lease ended.
+    let open_cancelled = NodesMove {
+        from: &[NodeState::Pending, NodeState::Running],
+        to: NodeState::Cancelled,
+        runnable_since: None,
+        at_ms: T0 + 40,
+    };
+    assert_eq!(db.batch(|s, _| s.move_nodes("t", &open_cancelled)), 4);
+    let held = db.read(|s| s.node("t", "held")).unwrap();
+    assert_eq!(held.state, NodeState::Cancelled);
+    assert!(held.lease_id.is_none() && held.lease_owner.is_none());
+    assert!(held.lease_token_id.is_none());
+    // Nothing left in those states: nothing moves.
+    assert_eq!(db.batch(|s, _| s.move_nodes("t", &open_cancelled)), 0);
     assert!(!db.read(|s| s.has_running("t")));
     assert!(db.read(|s| s.node_leases()).is_empty());
     assert_eq!(db.read(|s| first(s, None, "")), None);
@@ -271,9 +310,23 @@ pub(super) fn nodes_holds_cancel_retry_and_resume(db: &mut Db) {
         s.insert_task(&task("u", &[node("x", &[])], 50))?;
         s.start_node("u", "x", &grant("lx", "w"))?;
         s.change_node("u", "x", &change(NodeState::Failed, None))?;
-        s.retry_node("u", "x", NodeState::Pending, 51, T0 + 51)
+        s.retry_node(
+            "u",
+            "x",
+            &NodeRetry {
+                state: NodeState::Pending,
+                attempts: 0,
+                runnable_since: 51,
+                at_ms: T0 + 51,
+            },
+        )
     });
-    assert_eq!(db.read(|s| first(s, None, "")), pair("u", "x"));
+    let x = db.read(|s| s.first_runnable(None, "")).unwrap();
+    assert_eq!(
+        (x.task_id.as_str(), x.node_id.as_str(), x.runnable_since),
+        ("u", "x", 51)
+    );
+    assert_eq!(db.read(|s| s.node("u", "x")).unwrap().attempts, 0);
 }
 
 pub(super) fn nodes_task_report_and_list_tasks_page(db: &mut Db) {

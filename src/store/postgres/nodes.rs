@@ -9,11 +9,11 @@ use tokio_postgres::Row;
 use crate::error::{Error, Result};
 use crate::protocol::tasks::{NodeState, TaskStatus};
 use crate::store::boundary::{
-    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode,
-    StartedNode, TaskRow, TaskRows,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
+    Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
 
-use super::{i, u, PgConn};
+use super::{i, u, Lit, PgConn};
 
 fn node_state(text: &str) -> Result<NodeState> {
     NodeState::parse(text).ok_or_else(|| {
@@ -224,44 +224,44 @@ impl Nodes for PgConn {
         .transpose()
     }
 
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode> {
-        let rows = self.touch(super::TASKS).query_write(
-            // The task's goal and context in the same round trip (a worker is told them).
-            "UPDATE nodes n SET state = 'RUNNING', attempts = n.attempts + 1, lease_id = $3,
-                    lease_owner = $4, lease_expires_at = $5, updated_at = $6,
-                    lease_token_id = $7, lease_session_id = $8
-             FROM tasks t
-             WHERE n.task_id = $1 AND n.node_id = $2 AND t.task_id = n.task_id
-             RETURNING n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
-                       t.goal, t.context",
-            &[
-                &task_id,
-                &node_id,
-                &lease.lease_id,
-                &lease.owner,
-                &lease.expires_at,
-                &lease.at_ms,
-                &lease.token_id,
-                &lease.session_id,
-            ],
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>> {
+        // The task's goal and context in the same round trip (a worker is told them).
+        let row = self.query_opt(
+            "SELECT n.name, n.payload, n.dependencies, n.attempts, n.max_attempts, t.goal,
+                    t.context
+             FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+             WHERE n.task_id = $1 AND n.node_id = $2",
+            &[&task_id, &node_id],
         )?;
-        let r = rows.first().ok_or_else(|| {
-            Error::Internal(format!("node {task_id}/{node_id} vanished while starting"))
-        })?;
-        Ok(StartedNode {
+        Ok(row.map(|r| NodeToStart {
             name: r.get(0),
             payload: r.get(1),
-            dependencies: serde_json::from_str(r.get(2))?,
+            dependencies: r.get(2),
             attempts: count(r.get(3)),
             max_attempts: count(r.get(4)),
             goal: r.get(5),
             task_context: r.get(6),
-        })
+        }))
+    }
+
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()> {
+        // Deferred: it goes out with the next statement, or the commit.
+        self.touch(super::TASKS).defer(format!(
+            "UPDATE nodes SET state = 'RUNNING', attempts = {}, lease_id = {}, lease_owner = {},
+                    lease_expires_at = {}, updated_at = {}, lease_token_id = {},
+                    lease_session_id = {}
+             WHERE task_id = {} AND node_id = {}",
+            i64::from(lease.attempts),
+            lease.lease_id.lit(),
+            lease.owner.lit(),
+            lease.expires_at,
+            lease.at_ms,
+            lease.token_id.lit(),
+            lease.session_id.lit(),
+            task_id.lit(),
+            node_id.lit(),
+        ));
+        Ok(())
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
@@ -339,39 +339,32 @@ impl Nodes for PgConn {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn move_nodes(&self, task_id: &str, m: &NodesMove<'_>) -> Result<u64> {
+        let from: Vec<&str> = m.from.iter().map(|s| s.as_str()).collect();
         self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
-                    lease_session_id = NULL, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = $2
-             WHERE task_id = $1 AND state IN ('PENDING', 'RUNNING')",
-            &[&task_id, &at_ms],
+            "UPDATE nodes SET state = $2, runnable_since = COALESCE($3, runnable_since),
+                    lease_id = NULL, lease_token_id = NULL, lease_session_id = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = $4
+             WHERE task_id = $1 AND state = ANY($5)",
+            &[&task_id, &m.to.as_str(), &m.runnable_since, &m.at_ms, &from],
         )
     }
 
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn retry_node(&self, task_id: &str, node_id: &str, r: &NodeRetry) -> Result<()> {
         self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'CANCELLED', updated_at = $2
-             WHERE task_id = $1 AND state = 'PENDING'",
-            &[&task_id, &at_ms],
-        )
-    }
-
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()> {
-        self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = $3, attempts = 0, error = NULL, result = NULL,
-                    runnable_since = $4, lease_id = NULL, lease_token_id = NULL,
+            "UPDATE nodes SET state = $3, attempts = $4, error = NULL, result = NULL,
+                    runnable_since = $5, lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = $5
-             WHERE task_id = $1 AND node_id = $2 AND state = 'FAILED'",
-            &[&task_id, &node_id, &state.as_str(), &seq, &at_ms],
+                    updated_at = $6
+             WHERE task_id = $1 AND node_id = $2",
+            &[
+                &task_id,
+                &node_id,
+                &r.state.as_str(),
+                &i64::from(r.attempts),
+                &r.runnable_since,
+                &r.at_ms,
+            ],
         )?;
         Ok(())
     }
@@ -382,14 +375,6 @@ impl Nodes for PgConn {
             &[&task_id],
         )?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
-        self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'PENDING', runnable_since = $2, updated_at = $3
-             WHERE task_id = $1 AND state = 'CANCELLED'",
-            &[&task_id, &seq, &at_ms],
-        )
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {

@@ -12,8 +12,8 @@ use rusqlite::{params, OptionalExtension, Row};
 use crate::error::{Error, Result};
 use crate::protocol::tasks::{NodeState, TaskStatus};
 use crate::store::boundary::{
-    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, RunnableNode,
-    StartedNode, TaskRow, TaskRows,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
+    Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
 
 use super::sql::Sql;
@@ -218,16 +218,34 @@ impl<C: Sql> Nodes for C {
             .optional()?)
     }
 
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode> {
-        // A write and a point read: SQLite gathers RETURNING's output in a temporary table
-        // of its own, which cost more than both.
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>> {
+        // The task's goal and context in the same read (a worker is told them).
+        Ok(self
+            .with(
+                "SELECT n.dependencies, n.name, n.payload, n.attempts, n.max_attempts, t.goal,
+                        t.context
+                 FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+                 WHERE n.task_id = ?1 AND n.node_id = ?2",
+                |s| {
+                    s.query_row(params![task_id, node_id], |r| {
+                        Ok(NodeToStart {
+                            dependencies: r.get(0)?,
+                            name: r.get(1)?,
+                            payload: r.get(2)?,
+                            attempts: r.get(3)?,
+                            max_attempts: r.get(4)?,
+                            goal: r.get(5)?,
+                            task_context: r.get(6)?,
+                        })
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()> {
         self.with(
-            "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
+            "UPDATE nodes SET state = 'RUNNING', attempts = ?9, lease_id = ?3,
                     lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
                     lease_token_id = ?7, lease_session_id = ?8
              WHERE task_id = ?1 AND node_id = ?2",
@@ -240,37 +258,12 @@ impl<C: Sql> Nodes for C {
                     lease.expires_at,
                     lease.at_ms,
                     lease.token_id,
-                    lease.session_id
+                    lease.session_id,
+                    lease.attempts
                 ])
             },
         )?;
-        // The task's goal and context in the same read (a worker is told them).
-        let (dependencies, started): (String, StartedNode) = self.with(
-            "SELECT n.dependencies, n.name, n.payload, n.attempts, n.max_attempts,
-                    t.goal, t.context
-             FROM nodes n JOIN tasks t ON t.task_id = n.task_id
-             WHERE n.task_id = ?1 AND n.node_id = ?2",
-            |s| {
-                s.query_row(params![task_id, node_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        StartedNode {
-                            name: r.get(1)?,
-                            payload: r.get(2)?,
-                            dependencies: Vec::new(),
-                            attempts: r.get(3)?,
-                            max_attempts: r.get(4)?,
-                            goal: r.get(5)?,
-                            task_context: r.get(6)?,
-                        },
-                    ))
-                })
-            },
-        )?;
-        Ok(StartedNode {
-            dependencies: serde_json::from_str(&dependencies)?,
-            ..started
-        })
+        Ok(())
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
@@ -368,39 +361,56 @@ impl<C: Sql> Nodes for C {
         )?)
     }
 
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn move_nodes(&self, task_id: &str, m: &NodesMove<'_>) -> Result<u64> {
+        // One slot per state; NULL (matching nothing) for those not given.
+        let mut from = [None; NodeState::ALL.len()];
+        if m.from.len() > from.len() {
+            return Err(Error::Internal(format!(
+                "{} states to move nodes from",
+                m.from.len()
+            )));
+        }
+        for (slot, state) in from.iter_mut().zip(m.from) {
+            *slot = Some(state.as_str());
+        }
         Ok(self.with(
-            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
-                        lease_session_id = NULL, lease_owner = NULL,
-                        lease_expires_at = NULL, updated_at = ?2
-                 WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
-            |s| s.execute(params![task_id, at_ms]),
+            "UPDATE nodes SET state = ?2, runnable_since = COALESCE(?3, runnable_since),
+                    lease_id = NULL, lease_token_id = NULL, lease_session_id = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = ?4
+             WHERE task_id = ?1 AND state IN (?5, ?6, ?7, ?8, ?9)",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    m.to.as_str(),
+                    m.runnable_since,
+                    m.at_ms,
+                    from[0],
+                    from[1],
+                    from[2],
+                    from[3],
+                    from[4]
+                ])
+            },
         )? as u64)
     }
 
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
-        Ok(self.with(
-            "UPDATE nodes SET state = 'CANCELLED', updated_at = ?2
-                 WHERE task_id = ?1 AND state = 'PENDING'",
-            |s| s.execute(params![task_id, at_ms]),
-        )? as u64)
-    }
-
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()> {
+    fn retry_node(&self, task_id: &str, node_id: &str, r: &NodeRetry) -> Result<()> {
         self.with(
-            "UPDATE nodes SET state = ?3, attempts = 0, error = NULL, result = NULL,
-                    runnable_since = ?4, lease_id = NULL, lease_token_id = NULL,
+            "UPDATE nodes SET state = ?3, attempts = ?4, error = NULL, result = NULL,
+                    runnable_since = ?5, lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = ?5
-             WHERE task_id = ?1 AND node_id = ?2 AND state = 'FAILED'",
-            |s| s.execute(params![task_id, node_id, state.as_str(), seq, at_ms]),
+                    updated_at = ?6
+             WHERE task_id = ?1 AND node_id = ?2",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    node_id,
+                    r.state.as_str(),
+                    r.attempts,
+                    r.runnable_since,
+                    r.at_ms
+                ])
+            },
         )?;
         Ok(())
     }
@@ -410,14 +420,6 @@ impl<C: Sql> Nodes for C {
             "SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'FAILED' ORDER BY node_id",
             |s| s.query_map([task_id], |r| r.get(0))?.collect(),
         )?)
-    }
-
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
-        Ok(self.with(
-            "UPDATE nodes SET state = 'PENDING', runnable_since = ?2, updated_at = ?3
-                 WHERE task_id = ?1 AND state = 'CANCELLED'",
-            |s| s.execute(params![task_id, seq, at_ms]),
-        )? as u64)
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
