@@ -7,29 +7,15 @@ use std::collections::BTreeMap;
 use tokio_postgres::Row;
 
 use crate::error::{Error, Result};
-use crate::protocol::tasks::{NodeState, TaskStatus};
+use crate::protocol::tasks::TaskStatus;
 use crate::store::boundary::{
     ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
     Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
 
+use crate::store::rows::{node_state, task_status};
+
 use super::{i, u, Lit, PgConn};
-
-fn node_state(text: &str) -> Result<NodeState> {
-    NodeState::parse(text).ok_or_else(|| {
-        Error::Unavailable(format!(
-            "the database holds an unknown node state `{text}`; was it written by a newer batond?"
-        ))
-    })
-}
-
-fn task_status(text: &str) -> Result<TaskStatus> {
-    TaskStatus::parse(text).ok_or_else(|| {
-        Error::Unavailable(format!(
-            "the database holds an unknown task status `{text}`; was it written by a newer batond?"
-        ))
-    })
-}
 
 fn task_row(r: &Row) -> Result<TaskRow> {
     Ok(TaskRow {

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::{Error, Result};
@@ -15,34 +16,29 @@ use crate::store::boundary::{
     ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
     Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
+use crate::store::rows;
 
 use super::sql::Sql;
 
-fn node_state(text: &str) -> rusqlite::Result<NodeState> {
-    NodeState::parse(text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Text,
-            format!("unknown node state `{text}`").into(),
-        )
-    })
+/// A node's state read from its stored name, as `store::rows` reads it for both engines.
+impl FromSql for NodeState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        rows::node_state(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
 }
 
-fn task_status(text: &str) -> rusqlite::Result<TaskStatus> {
-    TaskStatus::parse(text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Text,
-            format!("unknown task status `{text}`").into(),
-        )
-    })
+/// A task's status read from its stored name, as `store::rows` reads it for both engines.
+impl FromSql for TaskStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        rows::task_status(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
 }
 
 fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
     Ok(TaskRow {
         task_id: r.get(0)?,
         goal: r.get(1)?,
-        status: task_status(&r.get::<_, String>(2)?)?,
+        status: r.get(2)?,
         created_at: r.get(3)?,
         updated_at: r.get(4)?,
     })
@@ -99,12 +95,11 @@ impl<C: Sql> Nodes for C {
     }
 
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
-        let status: Option<String> = self
+        Ok(self
             .with("SELECT status FROM tasks WHERE task_id = ?1", |s| {
                 s.query_row([task_id], |r| r.get(0))
             })
-            .optional()?;
-        Ok(status.as_deref().map(task_status).transpose()?)
+            .optional()?)
     }
 
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
@@ -204,7 +199,7 @@ impl<C: Sql> Nodes for C {
                 |s| {
                     s.query_row(params![task_id, node_id], |r| {
                         Ok(NodeRow {
-                            state: node_state(&r.get::<_, String>(0)?)?,
+                            state: r.get(0)?,
                             lease_id: r.get(1)?,
                             lease_owner: r.get(2)?,
                             attempts: r.get(3)?,
@@ -481,10 +476,7 @@ impl<C: Sql> Nodes for C {
             "SELECT state, COUNT(*) FROM nodes WHERE task_id = ?1 GROUP BY state",
         )?;
         let counts = stmt
-            .query_map([task_id], |r| {
-                let state = node_state(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
-                Ok((state, r.get(1)?))
-            })?
+            .query_map([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut stmt = self.conn().prepare_cached(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
@@ -499,7 +491,7 @@ impl<C: Sql> Nodes for C {
                 Ok(ListedNode {
                     node_id: r.get(0)?,
                     name: r.get(1)?,
-                    state: node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?,
+                    state: r.get(2)?,
                     dependencies: r.get(3)?,
                     attempts: r.get(4)?,
                     max_attempts: r.get(5)?,
