@@ -20,7 +20,7 @@ pub use super::health::StorageHealth;
 use crate::protocol::journal::{Event, EventFilter, EventType};
 use crate::protocol::locks::{LockMode, Previous};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
-use crate::protocol::tasks::{ListTasksResult, NodeState, TaskStatus, TaskStatusResult};
+use crate::protocol::tasks::{NodeState, TaskStatus};
 
 /// An event about to be appended; `seq` is the revision of the change it records.
 pub struct NewEvent<'a> {
@@ -358,6 +358,18 @@ pub struct NewTask<'a> {
     pub at_ms: i64,
 }
 
+/// A runnable node (PENDING, every dependency COMPLETED, not held back), as the index of
+/// runnable nodes orders them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnableNode {
+    /// Higher is handed out first.
+    pub priority: i64,
+    /// The seq since which it is runnable.
+    pub runnable_since: i64,
+    pub task_id: String,
+    pub node_id: String,
+}
+
 /// What the rules need to judge a node.
 pub struct NodeRow {
     pub state: NodeState,
@@ -373,6 +385,8 @@ pub struct NodeRow {
 
 /// A node lease to grant.
 pub struct NodeLeaseGrant<'a> {
+    /// The node's count of attempts from now on.
+    pub attempts: u32,
     pub lease_id: &'a str,
     pub owner: &'a str,
     /// The token the worker acts with (None: a Unix-socket admin connection).
@@ -383,12 +397,14 @@ pub struct NodeLeaseGrant<'a> {
     pub at_ms: i64,
 }
 
-/// A node just handed out: what its worker is told, with its task's goal and context.
-pub struct StartedNode {
+/// A node about to be handed out: what its worker is told, with its task's goal and
+/// context, and the attempts it had.
+pub struct NodeToStart {
     pub name: Option<String>,
     /// JSON text.
     pub payload: Option<String>,
-    pub dependencies: Vec<String>,
+    /// JSON text: the ids of the nodes it depends on.
+    pub dependencies: String,
     pub attempts: u32,
     pub max_attempts: u32,
     pub goal: String,
@@ -411,6 +427,67 @@ pub struct NodeChange<'a> {
     pub at_ms: i64,
 }
 
+/// A task's row, as stored.
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub task_id: String,
+    pub goal: String,
+    pub status: TaskStatus,
+    /// Epoch milliseconds, as `updated_at`.
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A node's row as TaskStatus lists it, as stored.
+#[derive(Debug, Clone)]
+pub struct ListedNode {
+    pub node_id: String,
+    pub name: Option<String>,
+    pub state: NodeState,
+    /// JSON text: the ids of the nodes it depends on.
+    pub dependencies: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub lease_owner: Option<String>,
+    /// Epoch milliseconds, as `updated_at`.
+    pub lease_expires_at: Option<i64>,
+    /// JSON text.
+    pub result: Option<String>,
+    /// JSON text.
+    pub error: Option<String>,
+    pub updated_at: i64,
+}
+
+/// What TaskStatus reads of a task, in one snapshot.
+#[derive(Debug, Clone)]
+pub struct TaskRows {
+    pub task: TaskRow,
+    /// How many of its nodes are in each state that some node is in.
+    pub counts: Vec<(NodeState, u64)>,
+    /// A page of its nodes, in registration order.
+    pub nodes: Vec<ListedNode>,
+}
+
+/// Nodes of a task that move together from some states to another.
+pub struct NodesMove<'a> {
+    /// The states of the nodes that move.
+    pub from: &'a [NodeState],
+    pub to: NodeState,
+    /// Runnable since this seq (None: as they were).
+    pub runnable_since: Option<i64>,
+    pub at_ms: i64,
+}
+
+/// A node tried anew (RetryNode): no lease, no result, no error.
+pub struct NodeRetry {
+    pub state: NodeState,
+    /// Its count of attempts from now on.
+    pub attempts: u32,
+    /// The seq since which it is runnable.
+    pub runnable_since: i64,
+    pub at_ms: i64,
+}
+
 /// A RUNNING node's lease, as stored.
 pub struct NodeLease {
     pub task_id: String,
@@ -426,15 +503,15 @@ pub trait Nodes {
     fn insert_task(&self, task: &NewTask<'_>) -> Result<()>;
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>>;
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()>;
-    /// The runnable node to hand out next, of one task or any, among nodes whose label
-    /// key is one of `label_keys`: the highest priority, then the longest runnable, then
-    /// the one needing the most labels.
-    /// (task_id, node_id).
-    fn runnable(
+    /// Of the runnable nodes whose label key is `label_key`, of one task or any, the first
+    /// as the index orders them: the highest priority, then the longest runnable, then by
+    /// task id and node id. Which label set's node a worker gets is a rule
+    /// (`methods::tasks::rules`).
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>>;
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>>;
     /// Whether a node of the task is RUNNING, or held back until a time.
     fn has_running(&self, task_id: &str) -> Result<bool>;
     /// Ends a node's hold (its `ready_at` passed): one fewer unfinished dependency,
@@ -443,13 +520,10 @@ pub trait Nodes {
     /// Every held node: (task_id, node_id, ready_at).
     fn held_nodes(&self) -> Result<Vec<(String, String, i64)>>;
     fn node(&self, task_id: &str, node_id: &str) -> Result<Option<NodeRow>>;
-    /// Makes the node RUNNING under a lease, counting an attempt.
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode>;
+    /// What a worker is told of a node it is handed (None: no such node).
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>>;
+    /// Makes the node RUNNING under a lease, with the count of attempts the grant says.
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()>;
     /// A COMPLETED node's result (JSON text).
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>>;
     fn extend_node_lease(&self, task_id: &str, node_id: &str, expires_at: i64) -> Result<()>;
@@ -462,48 +536,35 @@ pub trait Nodes {
     fn finish_one(&self, task_id: &str) -> Result<bool>;
     /// The task's RUNNING nodes.
     fn running_nodes(&self, task_id: &str) -> Result<Vec<String>>;
-    /// Every PENDING or RUNNING node of the task becomes CANCELLED; how many.
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
-    /// Every PENDING node of the task becomes CANCELLED (its task failed); how many.
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64>;
-    /// A FAILED node is tried again (RetryNode): `state` (PENDING, or CANCELLED while its
-    /// task stays failed), no lease, no error, no attempt counted yet, runnable since
-    /// `seq`.
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()>;
+    /// Every node of the task in one of the states `moved.from` takes the state `moved.to`,
+    /// under no lease; how many.
+    fn move_nodes(&self, task_id: &str, moved: &NodesMove<'_>) -> Result<u64>;
+    /// Stores a node tried anew.
+    fn retry_node(&self, task_id: &str, node_id: &str, retry: &NodeRetry) -> Result<()>;
     /// The task's FAILED nodes, by id.
     fn failed_nodes(&self, task_id: &str) -> Result<Vec<String>>;
-    /// Every CANCELLED node of the task becomes PENDING, runnable since `seq` (its failed
-    /// task runs again); how many.
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64>;
     /// Every RUNNING node's lease.
     fn node_leases(&self) -> Result<Vec<NodeLease>>;
     /// RUNNING nodes leased with `session_id`: (task_id, node_id).
     fn nodes_of_session(&self, session_id: &str) -> Result<Vec<(String, String)>>;
     /// RUNNING nodes leased to `owner`: (task_id, node_id).
     fn nodes_leased_by(&self, owner: &str) -> Result<Vec<(String, String)>>;
-    /// TaskStatus: the task, its counts and at most `limit` nodes in registration order,
-    /// those after the node `after` (None: no such task). `next` is left to the caller.
+    /// TaskStatus's rows: the task's, its nodes counted by state, and at most `limit` of its
+    /// nodes in registration order, those after the node `after` (None: no such task).
     fn task_report(
         &self,
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>>;
-    /// ListTasks, newest first: at most `limit`, those created before the task `after`.
-    /// `next` is left to the caller.
+    ) -> Result<Option<TaskRows>>;
+    /// ListTasks' rows, newest first: at most `limit` tasks (of `status`, if given), those
+    /// created before the task `after`.
     fn list_tasks(
         &self,
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult>;
+    ) -> Result<Vec<TaskRow>>;
     /// Tasks and nodes by state, for Metrics.
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)>;
 }

@@ -8,14 +8,15 @@ pub mod boundary;
 mod conformance;
 mod health;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-use boundary::{OpenWrites, Storage, StoredToken, WriteStorage};
+use boundary::{OpenWrites, Storage, WriteStorage};
 pub use health::StorageHealth;
 pub use sqlite::OpenError;
 
@@ -36,18 +37,6 @@ pub struct Store {
     pub instance_id: String,
     /// With PostgreSQL: the URL, for the connection that listens for other daemons' commits.
     shared_url: Option<String>,
-}
-
-/// Reads the stored scopes (a JSON array of strings) into the token (both engines keep
-/// them as JSON text).
-fn with_scopes((mut token, scopes): (StoredToken, String)) -> Result<StoredToken> {
-    token.scopes = serde_json::from_str(&scopes).map_err(|e| {
-        Error::Unavailable(format!(
-            "the token {} has unreadable scopes in the database ({e}); revoke it and create a new one",
-            token.token_id
-        ))
-    })?;
-    Ok(token)
 }
 
 fn new_instance_id() -> String {

@@ -7,15 +7,16 @@ mod memory;
 mod recent;
 pub mod rules;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub use crate::protocol::tasks::*;
 pub use memory::TaskState;
 pub use rules::{expire_due, recover, serve_waiters};
 
+use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;
-use crate::store::boundary::NewNode;
+use crate::store::boundary::{ListedNode, NewNode, Storage, TaskRow, TaskRows};
 
 use super::state::{check_value, Json};
 use super::{limit_or_default, paging, read, write, write_or_wait, Ctx, Method, Plan};
@@ -109,6 +110,11 @@ fn check_labels(field: &str, labels: &[String]) -> Result<()> {
 fn join_labels<'a>(labels: impl IntoIterator<Item = &'a String>) -> String {
     let set: std::collections::BTreeSet<&str> = labels.into_iter().map(String::as_str).collect();
     set.into_iter().collect::<Vec<_>>().join("\u{1f}")
+}
+
+/// How many labels a label key holds.
+fn label_count(label_key: &str) -> usize {
+    label_key.split('\u{1f}').filter(|l| !l.is_empty()).count()
 }
 
 /// A node's label key.
@@ -266,6 +272,86 @@ fn validate_graph(cx: &Ctx<'_>, nodes: &mut [NodeSpec]) -> Result<Vec<NewNode>> 
         });
     }
     Ok(rows)
+}
+
+/// A task's row as the wire shows it.
+fn task_summary(row: TaskRow) -> TaskSummary {
+    TaskSummary {
+        task_id: row.task_id,
+        goal: row.goal,
+        status: row.status,
+        created_at: format_ms(row.created_at),
+        updated_at: format_ms(row.updated_at),
+    }
+}
+
+/// A node's row as TaskStatus shows it: its dependencies, result and error read as the JSON
+/// they are, its times formatted.
+fn node_summary(row: ListedNode) -> Result<NodeSummary> {
+    Ok(NodeSummary {
+        node_id: row.node_id,
+        name: row.name,
+        state: row.state,
+        dependencies: rules::dependencies(&row.dependencies)?,
+        attempts: row.attempts,
+        max_attempts: row.max_attempts,
+        lease_owner: row.lease_owner,
+        lease_expires_at: row.lease_expires_at.map(format_ms),
+        result: rules::raw(row.result)?,
+        error: rules::raw(row.error)?,
+        updated_at: format_ms(row.updated_at),
+    })
+}
+
+/// A task's report from its rows: the task, how many of its nodes are in each state (every
+/// state listed, 0 when none is in it) and the nodes read; `next` is left to the caller.
+fn report(rows: TaskRows) -> Result<TaskStatusResult> {
+    let mut counts: BTreeMap<String, u64> = NodeState::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
+    for (state, n) in rows.counts {
+        *counts.entry(state.as_str().to_string()).or_default() += n;
+    }
+    Ok(TaskStatusResult {
+        task: task_summary(rows.task),
+        counts,
+        nodes: rows
+            .nodes
+            .into_iter()
+            .map(node_summary)
+            .collect::<Result<_>>()?,
+        next: None,
+    })
+}
+
+/// TaskStatus's report of `task_id` with at most `limit` nodes, those after the node
+/// `after` (None: no such task).
+fn task_report(
+    storage: &dyn Storage,
+    task_id: &str,
+    after: Option<&str>,
+    limit: u64,
+) -> Result<Option<TaskStatusResult>> {
+    storage
+        .task_report(task_id, after, limit)?
+        .map(report)
+        .transpose()
+}
+
+/// ListTasks' answer: at most `limit` tasks, newest first, of `status` if given, those
+/// created before the task `after`; `next` is left to the caller.
+fn list_tasks(
+    storage: &dyn Storage,
+    status: Option<TaskStatus>,
+    after: Option<&str>,
+    limit: u64,
+) -> Result<ListTasksResult> {
+    let tasks = storage.list_tasks(status, after, limit)?;
+    Ok(ListTasksResult {
+        tasks: tasks.into_iter().map(task_summary).collect(),
+        next: None,
+    })
 }
 
 impl Method for RegisterTaskParams {
@@ -440,8 +526,7 @@ impl Method for TaskStatusParams {
         let limit = paging::page_limit(self.limit, paging::MAX_PAGE)?;
         Ok(read::<Self>(false, move |storage| {
             let after = self.after.as_deref();
-            let mut report = storage
-                .task_report(&self.task_id, after, limit + 1)?
+            let mut report = task_report(storage, &self.task_id, after, limit + 1)?
                 .ok_or_else(|| rules::no_task(&self.task_id))?;
             if let Some(after) = after {
                 if storage.node(&self.task_id, after)?.is_none() {
@@ -483,7 +568,7 @@ impl Method for ListTasksParams {
                     )));
                 }
             }
-            let mut listed = storage.list_tasks(status, after, limit + 1)?;
+            let mut listed = list_tasks(storage, status, after, limit + 1)?;
             if paging::cut(&mut listed.tasks, limit)? {
                 listed.next = listed.tasks.last().map(|t| t.task_id.clone());
             }
@@ -498,5 +583,82 @@ impl Method for CancelTaskParams {
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
             rules::cancel(ctx, &self.task_id)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> TaskRows {
+        TaskRows {
+            task: TaskRow {
+                task_id: "t".into(),
+                goal: "the goal".into(),
+                status: TaskStatus::Running,
+                created_at: 1_700_000_000_123,
+                updated_at: 1_700_000_000_456,
+            },
+            counts: vec![(NodeState::Running, 1), (NodeState::Pending, 2)],
+            nodes: vec![ListedNode {
+                node_id: "a".into(),
+                name: Some("first".into()),
+                state: NodeState::Running,
+                dependencies: r#"["b","c"]"#.into(),
+                attempts: 1,
+                max_attempts: 3,
+                lease_owner: Some("w".into()),
+                lease_expires_at: Some(1_700_000_060_000),
+                result: None,
+                error: Some(r#"{"why": "x"}"#.into()),
+                updated_at: 1_700_000_000_789,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_report_counts_every_state_formats_times_and_reads_json() {
+        let report = report(rows()).unwrap();
+        assert_eq!(
+            report.counts,
+            [
+                ("CANCELLED".to_string(), 0),
+                ("COMPLETED".into(), 0),
+                ("FAILED".into(), 0),
+                ("PENDING".into(), 2),
+                ("RUNNING".into(), 1),
+            ]
+            .into()
+        );
+        assert_eq!(report.task.task_id, "t");
+        assert_eq!(report.task.status, TaskStatus::Running);
+        assert_eq!(report.task.created_at, "2023-11-14T22:13:20.123Z");
+        assert_eq!(report.task.updated_at, "2023-11-14T22:13:20.456Z");
+        let node = &report.nodes[0];
+        assert_eq!(
+            (node.node_id.as_str(), node.name.as_deref()),
+            ("a", Some("first"))
+        );
+        assert_eq!(node.dependencies, ["b", "c"]);
+        assert_eq!((node.attempts, node.max_attempts), (1, 3));
+        assert_eq!(
+            node.lease_expires_at.as_deref(),
+            Some("2023-11-14T22:14:20.000Z")
+        );
+        assert_eq!(node.updated_at, "2023-11-14T22:13:20.789Z");
+        assert!(node.result.is_none());
+        // The error exactly as stored.
+        assert_eq!(node.error.as_ref().unwrap().get(), r#"{"why": "x"}"#);
+        assert!(report.next.is_none());
+    }
+
+    #[test]
+    fn unreadable_json_in_a_node_row_is_an_error() {
+        let mut bad = rows();
+        bad.nodes[0].dependencies = "[b".into();
+        assert!(report(bad).is_err());
+        let mut bad = rows();
+        bad.nodes[0].result = Some("{".into());
+        assert!(report(bad).is_err());
     }
 }

@@ -6,6 +6,7 @@
 //! ([`TaskState`](super::memory::TaskState)) holds each node lease's monotonic deadline, the queue of waiting workers
 //! and the recent events of active tasks.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ use crate::protocol::tasks::{
     NodeContext, NodeState, RegisterTaskResult, TaskStatus,
 };
 use crate::store::boundary::{
-    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRow, Nodes,
+    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRetry, NodeRow, Nodes, NodesMove,
+    RunnableNode,
 };
 
 use super::super::journal::{append, appended};
@@ -67,6 +69,11 @@ fn missing(nodes: &dyn Nodes, task_id: &str, node_id: &str) -> Result<Error> {
     } else {
         no_task(task_id)
     })
+}
+
+/// A node's dependencies, stored as the JSON text of an array of node ids.
+pub(super) fn dependencies(text: &str) -> Result<Vec<String>> {
+    Ok(serde_json::from_str(text)?)
 }
 
 pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
@@ -141,16 +148,24 @@ pub fn register(
 
 fn grant(
     ctx: &mut WriteCtx<'_>,
-    task_id: &str,
-    node_id: &str,
+    node: &RunnableNode,
     request: &NodeRequest,
 ) -> Result<AcquiredNode> {
+    let (task_id, node_id) = (node.task_id.as_str(), node.node_id.as_str());
     let lease_id = crate::methods::new_id();
     let expires_at = ctx.now_ms + request.ttl_ms as i64;
-    let node = ctx.nodes().start_node(
+    let Some(started) = ctx.nodes().node_to_start(task_id, node_id)? else {
+        return Err(Error::Internal(format!(
+            "runnable node {task_id}/{node_id} vanished while being handed out"
+        )));
+    };
+    // Every start is one more attempt (RetryNode alone counts them from zero again).
+    let attempt = started.attempts + 1;
+    ctx.nodes().start_node(
         task_id,
         node_id,
         &NodeLeaseGrant {
+            attempts: attempt,
             lease_id: &lease_id,
             owner: &request.owner,
             token_id: request.token_id.as_deref(),
@@ -162,8 +177,7 @@ fn grant(
     // The lease id is the worker's secret: the event says who holds the node, never the id.
     // (A timestamp needs no escaping.)
     let data = format!(
-        "{{\"attempt\":{},\"lease_expires_at\":\"{}\"}}",
-        node.attempts,
+        "{{\"attempt\":{attempt},\"lease_expires_at\":\"{}\"}}",
         format_ms(expires_at)
     );
     event(
@@ -180,7 +194,7 @@ fn grant(
         ctx.mono_now + Duration::from_millis(request.ttl_ms),
     );
     let mut dependency_results = BTreeMap::new();
-    for dep in node.dependencies {
+    for dep in dependencies(&started.dependencies)? {
         let result = ctx.nodes().node_result(task_id, &dep)?;
         dependency_results.insert(
             dep,
@@ -190,16 +204,16 @@ fn grant(
     Ok(AcquiredNode {
         task_id: task_id.to_string(),
         node_id: node_id.to_string(),
-        name: node.name,
+        name: started.name,
         lease_id,
         lease_owner: request.owner.clone(),
         lease_expires_at: format_ms(expires_at),
-        attempt: node.attempts,
-        max_attempts: node.max_attempts,
-        payload: raw(node.payload)?,
+        attempt,
+        max_attempts: started.max_attempts,
+        payload: raw(started.payload)?,
         context: NodeContext {
-            goal: node.goal,
-            task_context: raw(node.task_context)?,
+            goal: started.goal,
+            task_context: raw(started.task_context)?,
             dependency_results,
             recent_events: ctx.memory.tasks.recent_events(
                 ctx.journal(),
@@ -208,6 +222,46 @@ fn grant(
             )?,
         },
     })
+}
+
+/// A runnable node and how many labels it needs.
+type Candidate = (RunnableNode, usize);
+
+/// Where a candidate stands: the highest priority first, then the node runnable longest,
+/// then the one that needs more of the worker's labels (a specialist's work goes to it
+/// before work anyone could do), then by task and node id.
+fn rank((node, labels): &Candidate) -> (Reverse<i64>, i64, Reverse<usize>, &str, &str) {
+    (
+        Reverse(node.priority),
+        node.runnable_since,
+        Reverse(*labels),
+        &node.task_id,
+        &node.node_id,
+    )
+}
+
+/// Of the best candidate so far and another, the one that goes first ([`rank`]).
+fn better(best: Option<Candidate>, candidate: Candidate) -> Option<Candidate> {
+    match best {
+        Some(best) if rank(&best) <= rank(&candidate) => Some(best),
+        _ => Some(candidate),
+    }
+}
+
+/// The node a worker who may take nodes of `label_keys` gets next, of one task or any:
+/// storage finds the first runnable node of each label set, the rules pick among them.
+fn next_runnable(
+    nodes: &dyn Nodes,
+    task_id: Option<&str>,
+    label_keys: &[String],
+) -> Result<Option<RunnableNode>> {
+    let mut best = None;
+    for label_key in label_keys {
+        if let Some(node) = nodes.first_runnable(task_id, label_key)? {
+            best = better(best, (node, super::label_count(label_key)));
+        }
+    }
+    Ok(best.map(|(node, _)| node))
 }
 
 /// Hands out the oldest runnable node now, or answers null, or (with `wait_ms`) queues the
@@ -238,8 +292,8 @@ pub fn acquire_next(
     }
     // Whatever is still runnable now, no earlier waiter can take.
     let filter = request.task_id.as_deref();
-    if let Some((task_id, node_id)) = ctx.nodes().runnable(filter, &request.label_keys)? {
-        return grant(ctx, &task_id, &node_id, &request).map(|n| Served::Now(Some(n)));
+    if let Some(node) = next_runnable(ctx.nodes(), filter, &request.label_keys)? {
+        return grant(ctx, &node, &request).map(|n| Served::Now(Some(n)));
     }
     if !waiters {
         known_task(ctx)?;
@@ -283,14 +337,11 @@ pub fn serve_waiters(ctx: &mut WriteCtx<'_>) -> Result<()> {
             continue;
         }
         let filter = waiter.request.task_id.clone();
-        let found = ctx
-            .nodes()
-            .runnable(filter.as_deref(), &waiter.request.label_keys)?;
+        let found = next_runnable(ctx.nodes(), filter.as_deref(), &waiter.request.label_keys)?;
         match found {
-            Some((task_id, node_id)) => {
+            Some(node) => {
                 let waiter = ctx.memory.tasks.take_waiter(i).expect("index in range");
-                let answer =
-                    grant(ctx, &task_id, &node_id, &waiter.request).and_then(|n| reply(&Some(n)));
+                let answer = grant(ctx, &node, &waiter.request).and_then(|n| reply(&Some(n)));
                 ctx.deferred.push((waiter.reply, answer));
             }
             None => match filter {
@@ -510,7 +561,15 @@ pub fn fail(
         set_task_status(ctx, task_id, TaskStatus::Failed)?;
         // A failed task hands out nothing more: its nodes not yet started never will be
         // (those running may still finish and keep their results).
-        ctx.nodes().cancel_pending_nodes(task_id, ctx.now_ms)?;
+        ctx.nodes().move_nodes(
+            task_id,
+            &NodesMove {
+                from: &[NodeState::Pending],
+                to: NodeState::Cancelled,
+                runnable_since: None,
+                at_ms: ctx.now_ms,
+            },
+        )?;
     }
     serve_waiters(ctx)?;
     Ok(FailNodeResult {
@@ -561,7 +620,15 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult>
     for node_id in ctx.nodes().running_nodes(task_id)? {
         ctx.memory.tasks.forget(task_id, &node_id);
     }
-    let cancelled = ctx.nodes().cancel_open_nodes(task_id, ctx.now_ms)?;
+    let cancelled = ctx.nodes().move_nodes(
+        task_id,
+        &NodesMove {
+            from: &[NodeState::Pending, NodeState::Running],
+            to: NodeState::Cancelled,
+            runnable_since: None,
+            at_ms: ctx.now_ms,
+        },
+    )?;
     let status = match status {
         TaskStatus::Running | TaskStatus::Failed => {
             set_task_status(ctx, task_id, TaskStatus::Cancelled)?;
@@ -652,14 +719,30 @@ pub fn retry(ctx: &mut WriteCtx<'_>, r: RetryRequest) -> Result<RetryNodeResult>
         Some(node_id),
         &data,
     )?;
-    ctx.nodes()
-        .retry_node(task_id, node_id, state, seq, ctx.now_ms)?;
+    ctx.nodes().retry_node(
+        task_id,
+        node_id,
+        &NodeRetry {
+            state,
+            // Its attempts are counted anew.
+            attempts: 0,
+            runnable_since: seq,
+            at_ms: ctx.now_ms,
+        },
+    )?;
     let mut nodes_resumed = 0;
     let mut task_status = status;
     if resume {
-        nodes_resumed = ctx
-            .nodes()
-            .resume_cancelled_nodes(task_id, seq, ctx.now_ms)?;
+        // The nodes its failure cancelled.
+        nodes_resumed = ctx.nodes().move_nodes(
+            task_id,
+            &NodesMove {
+                from: &[NodeState::Cancelled],
+                to: NodeState::Pending,
+                runnable_since: Some(seq),
+                at_ms: ctx.now_ms,
+            },
+        )?;
         set_task_status(ctx, task_id, TaskStatus::Running)?;
         task_status = TaskStatus::Running;
         // Nodes held back until a time: their hold may have come due while they were
@@ -799,4 +882,84 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(priority: i64, runnable_since: i64, task_id: &str, node_id: &str) -> RunnableNode {
+        RunnableNode {
+            priority,
+            runnable_since,
+            task_id: task_id.into(),
+            node_id: node_id.into(),
+        }
+    }
+
+    /// What a worker gets of the first runnable node of each of its label sets (each with
+    /// how many labels it needs), asked in this order.
+    fn chosen(found: &[(RunnableNode, usize)]) -> Option<(String, String)> {
+        found
+            .iter()
+            .cloned()
+            .fold(None, better)
+            .map(|(n, _)| (n.task_id, n.node_id))
+    }
+
+    fn pair(task_id: &str, node_id: &str) -> Option<(String, String)> {
+        Some((task_id.into(), node_id.into()))
+    }
+
+    #[test]
+    fn nothing_runnable_chooses_nothing() {
+        assert_eq!(chosen(&[]), None);
+    }
+
+    #[test]
+    fn the_highest_priority_goes_first_however_young_and_plain() {
+        let found = [
+            (node(0, 1, "t", "old"), 2),
+            (node(5, 9, "t", "urgent"), 0),
+            (node(-3, 0, "t", "oldest"), 3),
+        ];
+        assert_eq!(chosen(&found), pair("t", "urgent"));
+    }
+
+    #[test]
+    fn among_equal_priorities_the_node_runnable_longest() {
+        let found = [(node(1, 7, "a", "n"), 3), (node(1, 4, "z", "n"), 0)];
+        assert_eq!(chosen(&found), pair("z", "n"));
+    }
+
+    #[test]
+    fn among_equals_the_node_that_needs_more_of_the_workers_labels() {
+        let found = [
+            (node(0, 1, "t", "plain"), 0),
+            (node(0, 1, "t", "special"), 2),
+            (node(0, 1, "t", "gpu"), 1),
+        ];
+        assert_eq!(chosen(&found), pair("t", "special"));
+    }
+
+    #[test]
+    fn last_by_task_then_node_id() {
+        let found = [
+            (node(0, 1, "t2", "a"), 1),
+            (node(0, 1, "t1", "b"), 1),
+            (node(0, 1, "t1", "c"), 1),
+        ];
+        assert_eq!(chosen(&found), pair("t1", "b"));
+        // Whatever order the label sets were asked in.
+        let mut reversed = found.to_vec();
+        reversed.reverse();
+        assert_eq!(chosen(&reversed), pair("t1", "b"));
+    }
+
+    #[test]
+    fn a_label_key_counts_its_labels() {
+        assert_eq!(super::super::label_count(""), 0);
+        assert_eq!(super::super::label_count("gpu"), 1);
+        assert_eq!(super::super::label_count("big\u{1f}gpu"), 2);
+    }
 }

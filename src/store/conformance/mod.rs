@@ -14,7 +14,7 @@ use crate::protocol::tasks::{NodeState, TaskStatus};
 
 use super::boundary::{
     Foreseen, LeaseEnd, NameOwner, NewEvent, NewLease, NewNode, NewTask, NewToken, NewVersion,
-    NodeChange, NodeLeaseGrant, Outcomes, SessionRow, Storage, WriteStorage,
+    NodeChange, NodeLeaseGrant, NodeRetry, NodesMove, Outcomes, SessionRow, Storage, WriteStorage,
 };
 use super::Store;
 
@@ -237,7 +237,7 @@ conformance!(
     outcomes_recorded_read_and_kept_through_a_clean_close,
     the_largest_ended_token_of_a_key_is_kept,
     nodes_insert_and_read_a_task,
-    nodes_runnable_ranks_priority_then_age_then_labels,
+    nodes_first_runnable_of_a_label_set_by_priority_then_age,
     nodes_start_change_release_dependents_finish,
     nodes_holds_cancel_retry_and_resume,
     nodes_task_report_and_list_tasks_page,
@@ -358,6 +358,7 @@ fn task<'a>(id: &'a str, nodes: &'a [NewNode], seq: i64) -> NewTask<'a> {
 
 fn grant<'a>(lease_id: &'a str, owner: &'a str) -> NodeLeaseGrant<'a> {
     NodeLeaseGrant {
+        attempts: 1,
         lease_id,
         owner,
         token_id: None,
@@ -376,6 +377,11 @@ fn change(state: NodeState, result: Option<&str>) -> NodeChange<'_> {
         ready_at: None,
         at_ms: T0 + 20,
     }
+}
+
+/// The first runnable node of the label set `key`, of `task` or any: (task, node).
+fn first(s: &dyn Storage, task: Option<&str>, key: &str) -> Result<Option<(String, String)>> {
+    Ok(s.first_runnable(task, key)?.map(|n| (n.task_id, n.node_id)))
 }
 
 fn pair(t: &str, n: &str) -> Option<(String, String)> {

@@ -2,13 +2,12 @@
 
 use std::collections::VecDeque;
 
-use serde_json::value::RawValue;
 use tokio_postgres::Row;
 
-use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter, Narrowest};
 use crate::store::boundary::{Journal, NewEvent, SerializedEvent};
+use crate::store::rows::EventColumns;
 
 use super::{i, u, Lit, PgConn};
 
@@ -39,18 +38,19 @@ pub(crate) fn events_query(narrowest: &Narrowest<'_>) -> (String, Vec<String>) {
 }
 
 fn event_from_row(row: &Row) -> Result<Event> {
-    Ok(Event {
+    EventColumns {
         seq: u(row.get(0)),
         kind: row.get(1),
-        at: format_ms(row.get(2)),
+        at: row.get(2),
         actor: row.get(3),
         namespace: row.get(4),
         key: row.get(5),
         resource_key: row.get(6),
         task_id: row.get(7),
         node_id: row.get(8),
-        data: RawValue::from_string(row.get(9))?,
-    })
+        data: row.get(9),
+    }
+    .into_event()
 }
 
 impl Journal for PgConn {

@@ -4,24 +4,17 @@
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
-use crate::clock::format_ms;
 use crate::error::Result;
-use crate::protocol::locks::{LockMode, Previous};
+use crate::protocol::locks::Previous;
 use crate::store::boundary::{
     LeaseEnd, LeaseRow, Leases, NewLease, Outcomes, QueuedWait, SharedWaits,
 };
 
+use crate::store::rows::{lock_mode, previous};
+
 use super::{i, u, Lit, PgConn};
 
 const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
-
-/// A lock mode as stored.
-fn mode(stored: &str) -> LockMode {
-    match stored {
-        "shared" => LockMode::Shared,
-        _ => LockMode::Exclusive,
-    }
-}
 
 fn lease_row(r: &Row) -> LeaseRow {
     LeaseRow {
@@ -35,7 +28,7 @@ fn lease_row(r: &Row) -> LeaseRow {
         metadata: r.get(7),
         holder_connection: r.get::<_, Option<i64>>(8).map(u),
         token_id: r.get(9),
-        mode: mode(r.get(10)),
+        mode: lock_mode(r.get(10)),
         slots: r.get::<_, Option<i64>>(11).map(u),
     }
 }
@@ -73,13 +66,7 @@ pub(super) fn outcomes_of() -> String {
 }
 
 fn outcome(r: &Row) -> Previous {
-    Previous {
-        outcome: r.get(0),
-        owner: r.get(1),
-        at: format_ms(r.get(2)),
-        moved_to: r.get(3),
-        note: r.get(4),
-    }
+    previous(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))
 }
 
 pub(super) fn outcome_rows(rows: &[Row]) -> Vec<(String, Previous)> {
@@ -214,13 +201,13 @@ impl Outcomes for PgConn {
     fn record_end(&self, end: &LeaseEnd<'_>) -> Result<()> {
         let mut ahead = self.outcomes_ahead.borrow_mut();
         if let Some(known) = ahead.get_mut(end.resource_key) {
-            *known = Some(Previous {
-                outcome: end.outcome.to_string(),
-                owner: end.owner.to_string(),
-                at: format_ms(end.at_ms),
-                moved_to: end.moved_to.map(str::to_string),
-                note: end.note.map(str::to_string),
-            });
+            *known = Some(previous(
+                end.outcome.to_string(),
+                end.owner.to_string(),
+                end.at_ms,
+                end.moved_to.map(str::to_string),
+                end.note.map(str::to_string),
+            ));
         }
         drop(ahead);
         self.touch(super::LOCKS).defer(format!(
@@ -274,7 +261,7 @@ pub(super) fn wait_rows(rows: &[Row]) -> Vec<QueuedWait> {
             resource_key: r.get(1),
             connection: u(r.get(2)),
             owner: r.get(3),
-            mode: mode(r.get(4)),
+            mode: lock_mode(r.get(4)),
             slots: r.get::<_, Option<i64>>(5).map(u),
         })
         .collect()

@@ -4,50 +4,26 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::value::RawValue;
 use tokio_postgres::Row;
 
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::protocol::tasks::{
-    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
-};
+use crate::protocol::tasks::TaskStatus;
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
+    Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
 
-use super::{i, u, PgConn};
+use crate::store::rows::{node_state, task_status};
 
-fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t)?),
-        None => None,
-    })
-}
+use super::{i, u, Lit, PgConn};
 
-fn node_state(text: &str) -> Result<NodeState> {
-    NodeState::parse(text).ok_or_else(|| {
-        Error::Unavailable(format!(
-            "the database holds an unknown node state `{text}`; was it written by a newer batond?"
-        ))
-    })
-}
-
-fn task_status(text: &str) -> Result<TaskStatus> {
-    TaskStatus::parse(text).ok_or_else(|| {
-        Error::Unavailable(format!(
-            "the database holds an unknown task status `{text}`; was it written by a newer batond?"
-        ))
-    })
-}
-
-fn summary(r: &Row) -> Result<TaskSummary> {
-    Ok(TaskSummary {
+fn task_row(r: &Row) -> Result<TaskRow> {
+    Ok(TaskRow {
         task_id: r.get(0),
         goal: r.get(1),
         status: task_status(r.get(2))?,
-        created_at: format_ms(r.get(3)),
-        updated_at: format_ms(r.get(4)),
+        created_at: r.get(3),
+        updated_at: r.get(4),
     })
 }
 
@@ -152,46 +128,32 @@ impl Nodes for PgConn {
         Ok(())
     }
 
-    fn runnable(
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>> {
-        // The best node of each label set, by index order; then the best of those.
-        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
-        let mut best: Option<Rank> = None;
-        for label_key in label_keys {
-            let found = match task_id {
-                Some(t) => self.query_opt(
-                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
-                     WHERE task_id = $1 AND label_key = $2 AND state = 'PENDING'
-                       AND remaining_deps = 0
-                     ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
-                    &[&t, label_key],
-                )?,
-                None => self.query_opt(
-                    "SELECT priority, runnable_since, task_id, node_id FROM nodes
-                     WHERE label_key = $1 AND state = 'PENDING' AND remaining_deps = 0
-                     ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
-                    &[label_key],
-                )?,
-            };
-            if let Some(r) = found {
-                // Among equals, the node that needs more of the worker's labels.
-                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
-                let rank = (
-                    -r.get::<_, i64>(0),
-                    r.get(1),
-                    std::cmp::Reverse(labels),
-                    r.get(2),
-                    r.get(3),
-                );
-                if best.as_ref().is_none_or(|b| rank < *b) {
-                    best = Some(rank);
-                }
-            }
-        }
-        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>> {
+        let found = match task_id {
+            Some(t) => self.query_opt(
+                "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                 WHERE task_id = $1 AND label_key = $2 AND state = 'PENDING'
+                   AND remaining_deps = 0
+                 ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                &[&t, &label_key],
+            )?,
+            None => self.query_opt(
+                "SELECT priority, runnable_since, task_id, node_id FROM nodes
+                 WHERE label_key = $1 AND state = 'PENDING' AND remaining_deps = 0
+                 ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                &[&label_key],
+            )?,
+        };
+        Ok(found.map(|r| RunnableNode {
+            priority: r.get(0),
+            runnable_since: r.get(1),
+            task_id: r.get(2),
+            node_id: r.get(3),
+        }))
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
@@ -248,44 +210,44 @@ impl Nodes for PgConn {
         .transpose()
     }
 
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode> {
-        let rows = self.touch(super::TASKS).query_write(
-            // The task's goal and context in the same round trip (a worker is told them).
-            "UPDATE nodes n SET state = 'RUNNING', attempts = n.attempts + 1, lease_id = $3,
-                    lease_owner = $4, lease_expires_at = $5, updated_at = $6,
-                    lease_token_id = $7, lease_session_id = $8
-             FROM tasks t
-             WHERE n.task_id = $1 AND n.node_id = $2 AND t.task_id = n.task_id
-             RETURNING n.name, n.payload, n.dependencies, n.attempts, n.max_attempts,
-                       t.goal, t.context",
-            &[
-                &task_id,
-                &node_id,
-                &lease.lease_id,
-                &lease.owner,
-                &lease.expires_at,
-                &lease.at_ms,
-                &lease.token_id,
-                &lease.session_id,
-            ],
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>> {
+        // The task's goal and context in the same round trip (a worker is told them).
+        let row = self.query_opt(
+            "SELECT n.name, n.payload, n.dependencies, n.attempts, n.max_attempts, t.goal,
+                    t.context
+             FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+             WHERE n.task_id = $1 AND n.node_id = $2",
+            &[&task_id, &node_id],
         )?;
-        let r = rows.first().ok_or_else(|| {
-            Error::Internal(format!("node {task_id}/{node_id} vanished while starting"))
-        })?;
-        Ok(StartedNode {
+        Ok(row.map(|r| NodeToStart {
             name: r.get(0),
             payload: r.get(1),
-            dependencies: serde_json::from_str(r.get(2))?,
+            dependencies: r.get(2),
             attempts: count(r.get(3)),
             max_attempts: count(r.get(4)),
             goal: r.get(5),
             task_context: r.get(6),
-        })
+        }))
+    }
+
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()> {
+        // Deferred: it goes out with the next statement, or the commit.
+        self.touch(super::TASKS).defer(format!(
+            "UPDATE nodes SET state = 'RUNNING', attempts = {}, lease_id = {}, lease_owner = {},
+                    lease_expires_at = {}, updated_at = {}, lease_token_id = {},
+                    lease_session_id = {}
+             WHERE task_id = {} AND node_id = {}",
+            i64::from(lease.attempts),
+            lease.lease_id.lit(),
+            lease.owner.lit(),
+            lease.expires_at,
+            lease.at_ms,
+            lease.token_id.lit(),
+            lease.session_id.lit(),
+            task_id.lit(),
+            node_id.lit(),
+        ));
+        Ok(())
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
@@ -363,39 +325,32 @@ impl Nodes for PgConn {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn move_nodes(&self, task_id: &str, m: &NodesMove<'_>) -> Result<u64> {
+        let from: Vec<&str> = m.from.iter().map(|s| s.as_str()).collect();
         self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
-                    lease_session_id = NULL, lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = $2
-             WHERE task_id = $1 AND state IN ('PENDING', 'RUNNING')",
-            &[&task_id, &at_ms],
+            "UPDATE nodes SET state = $2, runnable_since = COALESCE($3, runnable_since),
+                    lease_id = NULL, lease_token_id = NULL, lease_session_id = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = $4
+             WHERE task_id = $1 AND state = ANY($5)",
+            &[&task_id, &m.to.as_str(), &m.runnable_since, &m.at_ms, &from],
         )
     }
 
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn retry_node(&self, task_id: &str, node_id: &str, r: &NodeRetry) -> Result<()> {
         self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'CANCELLED', updated_at = $2
-             WHERE task_id = $1 AND state = 'PENDING'",
-            &[&task_id, &at_ms],
-        )
-    }
-
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()> {
-        self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = $3, attempts = 0, error = NULL, result = NULL,
-                    runnable_since = $4, lease_id = NULL, lease_token_id = NULL,
+            "UPDATE nodes SET state = $3, attempts = $4, error = NULL, result = NULL,
+                    runnable_since = $5, lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = $5
-             WHERE task_id = $1 AND node_id = $2 AND state = 'FAILED'",
-            &[&task_id, &node_id, &state.as_str(), &seq, &at_ms],
+                    updated_at = $6
+             WHERE task_id = $1 AND node_id = $2",
+            &[
+                &task_id,
+                &node_id,
+                &r.state.as_str(),
+                &i64::from(r.attempts),
+                &r.runnable_since,
+                &r.at_ms,
+            ],
         )?;
         Ok(())
     }
@@ -406,14 +361,6 @@ impl Nodes for PgConn {
             &[&task_id],
         )?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
-        self.touch(super::TASKS).execute(
-            "UPDATE nodes SET state = 'PENDING', runnable_since = $2, updated_at = $3
-             WHERE task_id = $1 AND state = 'CANCELLED'",
-            &[&task_id, &seq, &at_ms],
-        )
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
@@ -453,7 +400,7 @@ impl Nodes for PgConn {
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>> {
+    ) -> Result<Option<TaskRows>> {
         let Some(task) = self.query_opt(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = $1",
             &[&task_id],
@@ -461,18 +408,15 @@ impl Nodes for PgConn {
         else {
             return Ok(None);
         };
-        let task = summary(&task)?;
-        let mut counts: BTreeMap<String, u64> = NodeState::ALL
+        let task = task_row(&task)?;
+        let counts = self
+            .query(
+                "SELECT state, count(*) FROM nodes WHERE task_id = $1 GROUP BY state",
+                &[&task_id],
+            )?
             .iter()
-            .map(|s| (s.as_str().to_string(), 0))
-            .collect();
-        for r in self.query(
-            "SELECT state, count(*) FROM nodes WHERE task_id = $1 GROUP BY state",
-            &[&task_id],
-        )? {
-            let state = node_state(r.get(0))?;
-            *counts.entry(state.as_str().to_string()).or_default() += u(r.get(1));
-        }
+            .map(|r| Ok((node_state(r.get(0))?, u(r.get(1)))))
+            .collect::<Result<Vec<_>>>()?;
         let rows = self.query(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
@@ -482,28 +426,28 @@ impl Nodes for PgConn {
              ORDER BY position LIMIT $3",
             &[&task_id, &after, &i(limit)],
         )?;
-        let mut nodes = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let state = node_state(r.get(2))?;
-            nodes.push(NodeSummary {
-                node_id: r.get(0),
-                name: r.get(1),
-                state,
-                dependencies: serde_json::from_str(r.get(3))?,
-                attempts: count(r.get(4)),
-                max_attempts: count(r.get(5)),
-                lease_owner: r.get(6),
-                lease_expires_at: r.get::<_, Option<i64>>(7).map(format_ms),
-                result: raw(r.get(8))?,
-                error: raw(r.get(9))?,
-                updated_at: format_ms(r.get(10)),
-            });
-        }
-        Ok(Some(TaskStatusResult {
+        let nodes = rows
+            .iter()
+            .map(|r| {
+                Ok(ListedNode {
+                    node_id: r.get(0),
+                    name: r.get(1),
+                    state: node_state(r.get(2))?,
+                    dependencies: r.get(3),
+                    attempts: count(r.get(4)),
+                    max_attempts: count(r.get(5)),
+                    lease_owner: r.get(6),
+                    lease_expires_at: r.get(7),
+                    result: r.get(8),
+                    error: r.get(9),
+                    updated_at: r.get(10),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(TaskRows {
             task,
             counts,
             nodes,
-            next: None,
         }))
     }
 
@@ -512,7 +456,7 @@ impl Nodes for PgConn {
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult> {
+    ) -> Result<Vec<TaskRow>> {
         let rows = self.query(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
              WHERE ($1::text IS NULL OR status = $1)
@@ -521,8 +465,7 @@ impl Nodes for PgConn {
              ORDER BY created_seq DESC LIMIT $3",
             &[&status.map(TaskStatus::as_str), &after, &i(limit)],
         )?;
-        let tasks = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks, next: None })
+        rows.iter().map(task_row).collect()
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {

@@ -1,31 +1,25 @@
 //! PostgreSQL's side of [`Records`]: the current state in `records`, every version in
 //! `history` (same meaning as SQLite's `store::sqlite::records`).
 
-use serde_json::value::RawValue;
 use tokio_postgres::Row;
 
-use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::store::boundary::{NewVersion, Records, StoredVersion, TrimStep};
+use crate::store::rows::{HistoryColumns, RecordColumns};
 
 use super::{i, u, Lit, PgConn};
 
-fn json(text: Option<String>) -> Result<Box<RawValue>> {
-    Ok(RawValue::from_string(
-        text.unwrap_or_else(|| "null".into()),
-    )?)
-}
-
 /// value, version, revision, updated_by, updated_at from column `first` on.
 fn record_state(row: &Row, first: usize) -> Result<RecordState> {
-    Ok(RecordState {
-        value: json(row.get(first))?,
+    RecordColumns {
+        value: row.get(first),
         version: u(row.get(first + 1)),
         revision: u(row.get(first + 2)),
         updated_by: row.get(first + 3),
-        updated_at: format_ms(row.get(first + 4)),
-    })
+        updated_at: row.get(first + 4),
+    }
+    .into_state()
 }
 
 impl Records for PgConn {
@@ -186,14 +180,15 @@ impl Records for PgConn {
         )?;
         rows.iter()
             .map(|r| {
-                Ok(HistoryEntry {
+                HistoryColumns {
                     version: u(r.get(0)),
-                    value: json(r.get(1))?,
+                    value: r.get(1),
                     updated_by: r.get(2),
-                    updated_at: format_ms(r.get(3)),
+                    updated_at: r.get(3),
                     revision: u(r.get(4)),
                     deleted: r.get(5),
-                })
+                }
+                .into_entry()
             })
             .collect()
     }

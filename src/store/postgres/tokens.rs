@@ -5,7 +5,7 @@ use tokio_postgres::Row;
 
 use crate::error::Result;
 use crate::store::boundary::{NewToken, StoredToken, Tokens};
-use crate::store::with_scopes;
+use crate::store::rows::with_scopes;
 
 use super::PgConn;
 

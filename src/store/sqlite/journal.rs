@@ -4,12 +4,11 @@
 use std::collections::VecDeque;
 
 use rusqlite::{params, OptionalExtension};
-use serde_json::value::RawValue;
 
-use crate::clock::format_ms;
 use crate::error::Result;
 use crate::protocol::journal::{Event, EventFilter, Narrowest};
 use crate::store::boundary::{Journal, NewEvent, SerializedEvent};
+use crate::store::rows::EventColumns;
 
 use super::sql::Sql;
 
@@ -206,18 +205,19 @@ impl<C: Sql> Journal for C {
 
 /// An event as stored, from a row of `event_columns!()`.
 fn event_from_row(row: &rusqlite::Row<'_>) -> Result<Event> {
-    Ok(Event {
+    EventColumns {
         seq: row.get(0)?,
         kind: row.get(1)?,
-        at: format_ms(row.get(2)?),
+        at: row.get(2)?,
         actor: row.get(3)?,
         namespace: row.get(4)?,
         key: row.get(5)?,
         resource_key: row.get(6)?,
         task_id: row.get(7)?,
         node_id: row.get(8)?,
-        data: RawValue::from_string(row.get(9)?)?,
-    })
+        data: row.get(9)?,
+    }
+    .into_event()
 }
 
 #[cfg(test)]

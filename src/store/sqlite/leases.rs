@@ -25,10 +25,10 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use crate::clock::format_ms;
 use crate::error::Result;
-use crate::protocol::locks::{LockMode, Previous};
+use crate::protocol::locks::Previous;
 use crate::store::boundary::{LeaseEnd, LeaseRow, Leases, NewLease};
+use crate::store::rows::{lock_mode, previous};
 
 use super::sql::Sql;
 
@@ -106,13 +106,13 @@ impl Held {
     }
 
     fn previous(&self) -> Previous {
-        Previous {
-            outcome: self.outcome.clone(),
-            owner: self.owner.clone(),
-            at: format_ms(self.at_ms),
-            moved_to: self.moved_to.clone(),
-            note: self.note.clone(),
-        }
+        previous(
+            self.outcome.clone(),
+            self.owner.clone(),
+            self.at_ms,
+            self.moved_to.clone(),
+            self.note.clone(),
+        )
     }
 }
 
@@ -260,10 +260,7 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         metadata: r.get(7)?,
         holder_connection: r.get(8)?,
         token_id: r.get(9)?,
-        mode: match r.get_ref(10)?.as_str()? {
-            "shared" => LockMode::Shared,
-            _ => LockMode::Exclusive,
-        },
+        mode: lock_mode(r.get_ref(10)?.as_str()?),
         slots: r.get(11)?,
     })
 }

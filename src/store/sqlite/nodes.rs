@@ -7,54 +7,40 @@
 
 use std::collections::BTreeMap;
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{params, OptionalExtension, Row};
-use serde_json::value::RawValue;
 
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
-use crate::protocol::tasks::{
-    ListTasksResult, NodeState, NodeSummary, TaskStatus, TaskStatusResult, TaskSummary,
-};
+use crate::protocol::tasks::{NodeState, TaskStatus};
 use crate::store::boundary::{
-    NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRow, Nodes, StartedNode,
+    ListedNode, NewTask, NodeChange, NodeLease, NodeLeaseGrant, NodeRetry, NodeRow, NodeToStart,
+    Nodes, NodesMove, RunnableNode, TaskRow, TaskRows,
 };
+use crate::store::rows;
 
 use super::sql::Sql;
 
-fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
-    Ok(match text {
-        Some(t) => Some(RawValue::from_string(t)?),
-        None => None,
-    })
+/// A node's state read from its stored name, as `store::rows` reads it for both engines.
+impl FromSql for NodeState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        rows::node_state(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
 }
 
-fn node_state(text: &str) -> rusqlite::Result<NodeState> {
-    NodeState::parse(text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Text,
-            format!("unknown node state `{text}`").into(),
-        )
-    })
+/// A task's status read from its stored name, as `store::rows` reads it for both engines.
+impl FromSql for TaskStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        rows::task_status(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
 }
 
-fn task_status(text: &str) -> rusqlite::Result<TaskStatus> {
-    TaskStatus::parse(text).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Text,
-            format!("unknown task status `{text}`").into(),
-        )
-    })
-}
-
-fn summary(r: &Row<'_>) -> rusqlite::Result<TaskSummary> {
-    Ok(TaskSummary {
+fn task_row(r: &Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
         task_id: r.get(0)?,
         goal: r.get(1)?,
-        status: task_status(&r.get::<_, String>(2)?)?,
-        created_at: format_ms(r.get(3)?),
-        updated_at: format_ms(r.get(4)?),
+        status: r.get(2)?,
+        created_at: r.get(3)?,
+        updated_at: r.get(4)?,
     })
 }
 
@@ -109,12 +95,11 @@ impl<C: Sql> Nodes for C {
     }
 
     fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
-        let status: Option<String> = self
+        Ok(self
             .with("SELECT status FROM tasks WHERE task_id = ?1", |s| {
                 s.query_row([task_id], |r| r.get(0))
             })
-            .optional()?;
-        Ok(status.as_deref().map(task_status).transpose()?)
+            .optional()?)
     }
 
     fn set_task_status(&self, task_id: &str, status: TaskStatus, at_ms: i64) -> Result<()> {
@@ -125,55 +110,40 @@ impl<C: Sql> Nodes for C {
         Ok(())
     }
 
-    fn runnable(
+    fn first_runnable(
         &self,
         task_id: Option<&str>,
-        label_keys: &[String],
-    ) -> Result<Option<(String, String)>> {
-        // The best node of each label set, by index order; then the best of those.
-        type Rank = (i64, i64, std::cmp::Reverse<usize>, String, String);
-        let mut best: Option<Rank> = None;
-        for label_key in label_keys {
-            let found: Option<(i64, i64, String, String)> = match task_id {
-                Some(t) => self
-                    .with(
-                        "SELECT priority, runnable_since, task_id, node_id
-                         FROM nodes INDEXED BY nodes_runnable_by_task
-                         WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
-                           AND remaining_deps = 0
-                         ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
-                        |s| {
-                            s.query_row(params![t, label_key], |r| {
-                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                            })
-                        },
-                    )
-                    .optional()?,
-                None => self
-                    .with(
-                        "SELECT priority, runnable_since, task_id, node_id
-                         FROM nodes INDEXED BY nodes_runnable
-                         WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
-                         ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
-                        |s| {
-                            s.query_row([label_key], |r| {
-                                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                            })
-                        },
-                    )
-                    .optional()?,
-            };
-            if let Some((priority, since, task, node)) = found {
-                // Among equals, the node that needs more of the worker's labels: a
-                // specialist's work goes to it before work anyone could do.
-                let labels = label_key.split('\u{1f}').filter(|l| !l.is_empty()).count();
-                let rank = (-priority, since, std::cmp::Reverse(labels), task, node);
-                if best.as_ref().is_none_or(|b| rank < *b) {
-                    best = Some(rank);
-                }
-            }
-        }
-        Ok(best.map(|(_, _, _, task_id, node_id)| (task_id, node_id)))
+        label_key: &str,
+    ) -> Result<Option<RunnableNode>> {
+        let node = |r: &Row<'_>| {
+            Ok(RunnableNode {
+                priority: r.get(0)?,
+                runnable_since: r.get(1)?,
+                task_id: r.get(2)?,
+                node_id: r.get(3)?,
+            })
+        };
+        Ok(match task_id {
+            Some(t) => self
+                .with(
+                    "SELECT priority, runnable_since, task_id, node_id
+                     FROM nodes INDEXED BY nodes_runnable_by_task
+                     WHERE task_id = ?1 AND label_key = ?2 AND state = 'PENDING'
+                       AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, node_id LIMIT 1",
+                    |s| s.query_row(params![t, label_key], node),
+                )
+                .optional()?,
+            None => self
+                .with(
+                    "SELECT priority, runnable_since, task_id, node_id
+                     FROM nodes INDEXED BY nodes_runnable
+                     WHERE label_key = ?1 AND state = 'PENDING' AND remaining_deps = 0
+                     ORDER BY priority DESC, runnable_since, task_id, node_id LIMIT 1",
+                    |s| s.query_row([label_key], node),
+                )
+                .optional()?,
+        })
     }
 
     fn has_running(&self, task_id: &str) -> Result<bool> {
@@ -229,7 +199,7 @@ impl<C: Sql> Nodes for C {
                 |s| {
                     s.query_row(params![task_id, node_id], |r| {
                         Ok(NodeRow {
-                            state: node_state(&r.get::<_, String>(0)?)?,
+                            state: r.get(0)?,
                             lease_id: r.get(1)?,
                             lease_owner: r.get(2)?,
                             attempts: r.get(3)?,
@@ -243,16 +213,34 @@ impl<C: Sql> Nodes for C {
             .optional()?)
     }
 
-    fn start_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        lease: &NodeLeaseGrant<'_>,
-    ) -> Result<StartedNode> {
-        // A write and a point read: SQLite gathers RETURNING's output in a temporary table
-        // of its own, which cost more than both.
+    fn node_to_start(&self, task_id: &str, node_id: &str) -> Result<Option<NodeToStart>> {
+        // The task's goal and context in the same read (a worker is told them).
+        Ok(self
+            .with(
+                "SELECT n.dependencies, n.name, n.payload, n.attempts, n.max_attempts, t.goal,
+                        t.context
+                 FROM nodes n JOIN tasks t ON t.task_id = n.task_id
+                 WHERE n.task_id = ?1 AND n.node_id = ?2",
+                |s| {
+                    s.query_row(params![task_id, node_id], |r| {
+                        Ok(NodeToStart {
+                            dependencies: r.get(0)?,
+                            name: r.get(1)?,
+                            payload: r.get(2)?,
+                            attempts: r.get(3)?,
+                            max_attempts: r.get(4)?,
+                            goal: r.get(5)?,
+                            task_context: r.get(6)?,
+                        })
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn start_node(&self, task_id: &str, node_id: &str, lease: &NodeLeaseGrant<'_>) -> Result<()> {
         self.with(
-            "UPDATE nodes SET state = 'RUNNING', attempts = attempts + 1, lease_id = ?3,
+            "UPDATE nodes SET state = 'RUNNING', attempts = ?9, lease_id = ?3,
                     lease_owner = ?4, lease_expires_at = ?5, updated_at = ?6,
                     lease_token_id = ?7, lease_session_id = ?8
              WHERE task_id = ?1 AND node_id = ?2",
@@ -265,37 +253,12 @@ impl<C: Sql> Nodes for C {
                     lease.expires_at,
                     lease.at_ms,
                     lease.token_id,
-                    lease.session_id
+                    lease.session_id,
+                    lease.attempts
                 ])
             },
         )?;
-        // The task's goal and context in the same read (a worker is told them).
-        let (dependencies, started): (String, StartedNode) = self.with(
-            "SELECT n.dependencies, n.name, n.payload, n.attempts, n.max_attempts,
-                    t.goal, t.context
-             FROM nodes n JOIN tasks t ON t.task_id = n.task_id
-             WHERE n.task_id = ?1 AND n.node_id = ?2",
-            |s| {
-                s.query_row(params![task_id, node_id], |r| {
-                    Ok((
-                        r.get(0)?,
-                        StartedNode {
-                            name: r.get(1)?,
-                            payload: r.get(2)?,
-                            dependencies: Vec::new(),
-                            attempts: r.get(3)?,
-                            max_attempts: r.get(4)?,
-                            goal: r.get(5)?,
-                            task_context: r.get(6)?,
-                        },
-                    ))
-                })
-            },
-        )?;
-        Ok(StartedNode {
-            dependencies: serde_json::from_str(&dependencies)?,
-            ..started
-        })
+        Ok(())
     }
 
     fn node_result(&self, task_id: &str, node_id: &str) -> Result<Option<String>> {
@@ -393,39 +356,56 @@ impl<C: Sql> Nodes for C {
         )?)
     }
 
-    fn cancel_open_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
+    fn move_nodes(&self, task_id: &str, m: &NodesMove<'_>) -> Result<u64> {
+        // One slot per state; NULL (matching nothing) for those not given.
+        let mut from = [None; NodeState::ALL.len()];
+        if m.from.len() > from.len() {
+            return Err(Error::Internal(format!(
+                "{} states to move nodes from",
+                m.from.len()
+            )));
+        }
+        for (slot, state) in from.iter_mut().zip(m.from) {
+            *slot = Some(state.as_str());
+        }
         Ok(self.with(
-            "UPDATE nodes SET state = 'CANCELLED', lease_id = NULL, lease_token_id = NULL,
-                        lease_session_id = NULL, lease_owner = NULL,
-                        lease_expires_at = NULL, updated_at = ?2
-                 WHERE task_id = ?1 AND state IN ('PENDING', 'RUNNING')",
-            |s| s.execute(params![task_id, at_ms]),
+            "UPDATE nodes SET state = ?2, runnable_since = COALESCE(?3, runnable_since),
+                    lease_id = NULL, lease_token_id = NULL, lease_session_id = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = ?4
+             WHERE task_id = ?1 AND state IN (?5, ?6, ?7, ?8, ?9)",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    m.to.as_str(),
+                    m.runnable_since,
+                    m.at_ms,
+                    from[0],
+                    from[1],
+                    from[2],
+                    from[3],
+                    from[4]
+                ])
+            },
         )? as u64)
     }
 
-    fn cancel_pending_nodes(&self, task_id: &str, at_ms: i64) -> Result<u64> {
-        Ok(self.with(
-            "UPDATE nodes SET state = 'CANCELLED', updated_at = ?2
-                 WHERE task_id = ?1 AND state = 'PENDING'",
-            |s| s.execute(params![task_id, at_ms]),
-        )? as u64)
-    }
-
-    fn retry_node(
-        &self,
-        task_id: &str,
-        node_id: &str,
-        state: NodeState,
-        seq: i64,
-        at_ms: i64,
-    ) -> Result<()> {
+    fn retry_node(&self, task_id: &str, node_id: &str, r: &NodeRetry) -> Result<()> {
         self.with(
-            "UPDATE nodes SET state = ?3, attempts = 0, error = NULL, result = NULL,
-                    runnable_since = ?4, lease_id = NULL, lease_token_id = NULL,
+            "UPDATE nodes SET state = ?3, attempts = ?4, error = NULL, result = NULL,
+                    runnable_since = ?5, lease_id = NULL, lease_token_id = NULL,
                     lease_session_id = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = ?5
-             WHERE task_id = ?1 AND node_id = ?2 AND state = 'FAILED'",
-            |s| s.execute(params![task_id, node_id, state.as_str(), seq, at_ms]),
+                    updated_at = ?6
+             WHERE task_id = ?1 AND node_id = ?2",
+            |s| {
+                s.execute(params![
+                    task_id,
+                    node_id,
+                    r.state.as_str(),
+                    r.attempts,
+                    r.runnable_since,
+                    r.at_ms
+                ])
+            },
         )?;
         Ok(())
     }
@@ -435,14 +415,6 @@ impl<C: Sql> Nodes for C {
             "SELECT node_id FROM nodes WHERE task_id = ?1 AND state = 'FAILED' ORDER BY node_id",
             |s| s.query_map([task_id], |r| r.get(0))?.collect(),
         )?)
-    }
-
-    fn resume_cancelled_nodes(&self, task_id: &str, seq: i64, at_ms: i64) -> Result<u64> {
-        Ok(self.with(
-            "UPDATE nodes SET state = 'PENDING', runnable_since = ?2, updated_at = ?3
-                 WHERE task_id = ?1 AND state = 'CANCELLED'",
-            |s| s.execute(params![task_id, seq, at_ms]),
-        )? as u64)
     }
 
     fn node_leases(&self) -> Result<Vec<NodeLease>> {
@@ -490,28 +462,22 @@ impl<C: Sql> Nodes for C {
         task_id: &str,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<Option<TaskStatusResult>> {
+    ) -> Result<Option<TaskRows>> {
         let Some(task) = self
             .with(
                 "SELECT task_id, goal, status, created_at, updated_at FROM tasks WHERE task_id = ?1",
-                |s| s.query_row([task_id], summary),
+                |s| s.query_row([task_id], task_row),
             )
             .optional()?
         else {
             return Ok(None);
         };
-        let mut counts: BTreeMap<String, u64> = NodeState::ALL
-            .iter()
-            .map(|s| (s.as_str().to_string(), 0))
-            .collect();
         let mut stmt = self.conn().prepare_cached(
             "SELECT state, COUNT(*) FROM nodes WHERE task_id = ?1 GROUP BY state",
         )?;
-        let mut rows = stmt.query([task_id])?;
-        while let Some(r) = rows.next()? {
-            let state = node_state(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
-            *counts.entry(state.as_str().to_string()).or_default() += r.get::<_, u64>(1)?;
-        }
+        let counts = stmt
+            .query_map([task_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut stmt = self.conn().prepare_cached(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
                     lease_expires_at, result, error, updated_at
@@ -520,30 +486,27 @@ impl<C: Sql> Nodes for C {
                     OR position > (SELECT position FROM nodes WHERE task_id = ?1 AND node_id = ?2))
              ORDER BY position LIMIT ?3 + 0",
         )?;
-        let mut rows = stmt.query(params![task_id, after, limit])?;
-        let mut nodes = Vec::new();
-        while let Some(r) = rows.next()? {
-            let state = node_state(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?;
-            let dependencies: String = r.get(3)?;
-            nodes.push(NodeSummary {
-                node_id: r.get(0)?,
-                name: r.get(1)?,
-                state,
-                dependencies: serde_json::from_str(&dependencies)?,
-                attempts: r.get(4)?,
-                max_attempts: r.get(5)?,
-                lease_owner: r.get(6)?,
-                lease_expires_at: r.get::<_, Option<i64>>(7)?.map(format_ms),
-                result: raw(r.get(8)?)?,
-                error: raw(r.get(9)?)?,
-                updated_at: format_ms(r.get(10)?),
-            });
-        }
-        Ok(Some(TaskStatusResult {
+        let nodes = stmt
+            .query_map(params![task_id, after, limit], |r| {
+                Ok(ListedNode {
+                    node_id: r.get(0)?,
+                    name: r.get(1)?,
+                    state: r.get(2)?,
+                    dependencies: r.get(3)?,
+                    attempts: r.get(4)?,
+                    max_attempts: r.get(5)?,
+                    lease_owner: r.get(6)?,
+                    lease_expires_at: r.get(7)?,
+                    result: r.get(8)?,
+                    error: r.get(9)?,
+                    updated_at: r.get(10)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Some(TaskRows {
             task,
             counts,
             nodes,
-            next: None,
         }))
     }
 
@@ -552,7 +515,7 @@ impl<C: Sql> Nodes for C {
         status: Option<TaskStatus>,
         after: Option<&str>,
         limit: u64,
-    ) -> Result<ListTasksResult> {
+    ) -> Result<Vec<TaskRow>> {
         let mut stmt = self.conn().prepare_cached(
             "SELECT task_id, goal, status, created_at, updated_at FROM tasks
              WHERE (?1 IS NULL OR status = ?1)
@@ -562,10 +525,10 @@ impl<C: Sql> Nodes for C {
         let tasks = stmt
             .query_map(
                 params![status.map(TaskStatus::as_str), after, limit],
-                summary,
+                task_row,
             )?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(ListTasksResult { tasks, next: None })
+        Ok(tasks)
     }
 
     fn task_counts(&self) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {

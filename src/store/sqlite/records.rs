@@ -3,12 +3,11 @@
 //! SQLite's side of [`Records`].
 
 use rusqlite::{params, OptionalExtension, Row};
-use serde_json::value::RawValue;
 
-use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::state::{HistoryEntry, Record, RecordState};
 use crate::store::boundary::{NewVersion, Records, StoredVersion, TrimStep};
+use crate::store::rows::{HistoryColumns, RecordColumns};
 
 use super::sql::Sql;
 
@@ -18,34 +17,14 @@ use super::sql::Sql;
 /// short on them: changing it needs a migration that marks every key anew.
 pub(super) const HISTORY_MARK_EVERY: u64 = 64;
 
-/// value, version, revision, updated_by, updated_at
-type StateColumns = (Option<String>, u64, u64, Option<String>, i64);
-
-fn json(text: Option<String>) -> Result<Box<RawValue>> {
-    Ok(RawValue::from_string(
-        text.unwrap_or_else(|| "null".into()),
-    )?)
-}
-
-fn record_state(row: &Row<'_>, first: usize) -> rusqlite::Result<StateColumns> {
-    Ok((
-        row.get(first)?,
-        row.get(first + 1)?,
-        row.get(first + 2)?,
-        row.get(first + 3)?,
-        row.get(first + 4)?,
-    ))
-}
-
-fn to_state(
-    (value, version, revision, updated_by, updated_at): StateColumns,
-) -> Result<RecordState> {
-    Ok(RecordState {
-        value: json(value)?,
-        version,
-        revision,
-        updated_by,
-        updated_at: format_ms(updated_at),
+/// value, version, revision, updated_by, updated_at from column `first` on.
+fn record_columns(row: &Row<'_>, first: usize) -> rusqlite::Result<RecordColumns> {
+    Ok(RecordColumns {
+        value: row.get(first)?,
+        version: row.get(first + 1)?,
+        revision: row.get(first + 2)?,
+        updated_by: row.get(first + 3)?,
+        updated_at: row.get(first + 4)?,
     })
 }
 
@@ -72,10 +51,10 @@ impl<C: Sql> Records for C {
             .with(
                 "SELECT value, version, revision, updated_by, updated_at FROM records
                  WHERE namespace = ?1 AND key = ?2 AND deleted = 0",
-                |s| s.query_row(params![namespace, key], |r| record_state(r, 0)),
+                |s| s.query_row(params![namespace, key], |r| record_columns(r, 0)),
             )
             .optional()?;
-        row.map(to_state).transpose()
+        row.map(RecordColumns::into_state).transpose()
     }
 
     fn store_version(&self, v: &NewVersion<'_>) -> Result<()> {
@@ -259,7 +238,7 @@ impl<C: Sql> Records for C {
              ORDER BY key LIMIT ?4 + 0",
         )?;
         let rows = stmt.query_map(params![namespace, prefix, after, limit + 1], |r| {
-            Ok((r.get::<_, String>(0)?, record_state(r, 1)?))
+            Ok((r.get::<_, String>(0)?, record_columns(r, 1)?))
         })?;
         let mut records = Vec::new();
         for row in rows {
@@ -267,7 +246,7 @@ impl<C: Sql> Records for C {
             records.push(Record {
                 namespace: namespace.to_string(),
                 key,
-                state: to_state(state)?,
+                state: state.into_state()?,
             });
         }
         let more = records.len() as u64 > limit;
@@ -310,26 +289,18 @@ impl<C: Sql> Records for C {
         )?;
         let walk = HISTORY_MARK_EVERY as i64;
         let rows = stmt.query_map(params![namespace, key, before_version, limit, walk], |r| {
-            Ok((
-                r.get::<_, u64>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get(2)?,
-                r.get::<_, i64>(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
+            Ok(HistoryColumns {
+                version: r.get(0)?,
+                value: r.get(1)?,
+                updated_by: r.get(2)?,
+                updated_at: r.get(3)?,
+                revision: r.get(4)?,
+                deleted: r.get(5)?,
+            })
         })?;
         let mut history = Vec::new();
         for row in rows {
-            let (version, value, updated_by, updated_at, revision, deleted) = row?;
-            history.push(HistoryEntry {
-                version,
-                value: json(value)?,
-                updated_by,
-                updated_at: format_ms(updated_at),
-                revision,
-                deleted,
-            });
+            history.push(row?.into_entry()?);
         }
         Ok(history)
     }
@@ -353,7 +324,7 @@ impl<C: Sql> Records for C {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
-                record_state(r, 2)?,
+                record_columns(r, 2)?,
             ))
         })?;
         let mut records = Vec::new();
@@ -362,7 +333,7 @@ impl<C: Sql> Records for C {
             records.push(Record {
                 namespace,
                 key,
-                state: to_state(state)?,
+                state: state.into_state()?,
             });
         }
         Ok((records, revision))

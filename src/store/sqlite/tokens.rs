@@ -4,7 +4,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use crate::error::Result;
 use crate::store::boundary::{NewToken, StoredToken, Tokens};
-use crate::store::with_scopes;
+use crate::store::rows::with_scopes;
 
 use super::sql::Sql;
 
