@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::schema::{any, boolean, bounded, integer, object, output, string, strings};
+use super::schema::{any, boolean, bounded, fence, integer, object, output, string, strings};
 use super::tools::{Group, Kind, Tool};
 use crate::protocol::agents::{
     AckMessagesParams, ListAgentsParams, ReadInboxParams, RegisterAgentParams, SendMessageParams,
@@ -62,7 +62,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: AcquireResourceLockParams::METHOD,
             kind: Kind::Claim,
             title: "Claim a resource",
-            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. fencing_token numbers claims in the order they were granted (it only grows): pass yours to whatever stores your result (a database row, an artifact, a deploy), so that a write from a claim that has since been lost, and overtaken by a newer one, can be refused.",
+            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. Pass the `fence` this returns, as it is, to every write that depends on the claim (baton_set, baton_delete, baton_txn ops, baton_task_complete, baton_publish): if your claim is lost meanwhile (it expired during a long step, and someone else took the resource), the write is refused and nothing is written, instead of landing over the new holder's work. fencing_token numbers claims in the order they were granted (it only grows): pass yours to whatever stores your result outside Baton (a database row, an artifact, a deploy), so that a write from a claim that has since been lost, and overtaken by a newer one, can be refused there too.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 604800 (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
@@ -76,6 +76,8 @@ pub fn catalogue() -> Vec<Tool> {
                 "resource_key": {"type": "string", "description": "The canonical key."},
                 "lease_id": {"type": "string"}, "owner": {"type": "string"},
                 "fencing_token": {"type": "integer", "description": "Strictly increasing across all claims: pass it to whatever stores your result, so a write from a lost claim can be refused."},
+                "fence": {"type": "object", "description": "{resource_key, lease_id}: pass it as `fence` to the writes that depend on this claim, so they land only while you hold it.",
+                    "properties": {"resource_key": {"type": "string"}, "lease_id": {"type": "string"}}},
                 "expires_at": {"type": "string"},
                 "previous": any("What the last holder declared: outcome, owner, at, moved_to."),
             })),
@@ -194,13 +196,14 @@ pub fn catalogue() -> Vec<Tool> {
             method: SetParams::METHOD,
             kind: Kind::Guarded,
             title: "Write a shared value",
-            description: "Write a shared value safely: read it with baton_get, work, then write with expected_version = the version you read (0 to create a new key). If someone wrote it meanwhile you get an error with the current version and value: merge your change into that value and retry with its version. expected_version is required; force true overwrites blindly (last writer wins) and is only for values nobody else edits.",
+            description: "Write a shared value safely: read it with baton_get, work, then write with expected_version = the version you read (0 to create a new key). If someone wrote it meanwhile you get an error with the current version and value: merge your change into that value and retry with its version. expected_version is required; force true overwrites blindly (last writer wins) and is only for values nobody else edits. When the write depends on a claim, pass the fence baton_claim gave you: a write from a lost claim is refused.",
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("key", string(KEY), true),
                 ("value", any("The new value: any JSON (object, array, string, number, boolean or null)."), true),
                 ("expected_version", integer("The version you read with baton_get; 0 = create only."), false),
                 ("force", boolean("Write without a version check (last writer wins)."), false),
+                ("fence", fence(), false),
             ],
             output: output(&["namespace", "key", "version"], json!({
                 "namespace": {"type": "string"}, "key": {"type": "string"},
@@ -223,6 +226,7 @@ pub fn catalogue() -> Vec<Tool> {
                 ("key", string(KEY), true),
                 ("expected_version", integer("The version you read with baton_get."), false),
                 ("force", boolean("Delete without a version check."), false),
+                ("fence", fence(), false),
             ],
             output: output(&["deleted", "version"], json!({"deleted": {"type": "boolean"}, "version": {"type": "integer"}, "revision": {"type": "integer"}})),
             read_only: false,
@@ -272,7 +276,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: TxnParams::METHOD,
             kind: Kind::Attributed("updated_by"),
             title: "Change several values atomically",
-            description: "Change several values at once, all or nothing: every compare must hold (version = the one you read with baton_get; 0 = must not exist), else nothing is written and the error lists the compares that failed, so re-read those keys and retry.",
+            description: "Change several values at once, all or nothing: every compare must hold (version = the one you read with baton_get; 0 = must not exist), else nothing is written and the error lists the compares that failed, so re-read those keys and retry. An op that depends on a claim carries the fence baton_claim gave you: if the claim was lost, nothing at all is written.",
             params: vec![
                 ("compare", json!({"type": "array", "description": "Versions that must hold.", "items": {
                     "type": "object",
@@ -280,7 +284,7 @@ pub fn catalogue() -> Vec<Tool> {
                     "required": ["namespace", "key", "version"], "additionalProperties": false}}), false),
                 ("ops", json!({"type": "array", "description": "Writes to apply.", "items": {
                     "type": "object",
-                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": any("For set: the new value (any JSON).")},
+                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": any("For set: the new value (any JSON)."), "fence": fence()},
                     "required": ["op", "namespace", "key"], "additionalProperties": false}}), true),
             ],
             output: output(&["revision", "results"], json!({"revision": {"type": "integer"}, "results": {"type": "array", "items": {"type": "object"}}})),
@@ -357,12 +361,13 @@ pub fn catalogue() -> Vec<Tool> {
             method: CompleteNodeParams::METHOD,
             kind: Kind::Plain,
             title: "Complete a node",
-            description: "Finish your node with its result (any JSON): nodes that depend on it become runnable and get it in dependency_results.",
+            description: "Finish your node with its result (any JSON): nodes that depend on it become runnable and get it in dependency_results. If the result was made under a claim (a file you wrote), pass the fence baton_claim gave you: a result from a lost claim is refused and the node stays open.",
             params: vec![
                 ("task_id", string(TASK_ID), true),
                 ("node_id", string(NODE_ID), true),
                 ("lease_id", string(NODE_LEASE), true),
                 ("result", any("The node's output (any JSON)."), false),
+                ("fence", fence(), false),
             ],
             output: output(&["event_seq"], json!({"event_seq": {"type": "integer"}})),
             read_only: false,
@@ -452,10 +457,11 @@ pub fn catalogue() -> Vec<Tool> {
             method: PublishParams::METHOD,
             kind: Kind::Attributed("actor"),
             title: "Publish an event",
-            description: "Publish a custom event (type custom.<topic>) to the journal, for other agents reading baton_events or subscribed.",
+            description: "Publish a custom event (type custom.<topic>) to the journal, for other agents reading baton_events or subscribed. An announcement about work done under a claim carries the fence baton_claim gave you, so it is refused if the claim was lost.",
             params: vec![
                 ("topic", string("The event's topic, e.g. review or deploy."), true),
                 ("payload", any("The event's content (any JSON)."), true),
+                ("fence", fence(), false),
             ],
             output: output(&["event_seq"], json!({"event_seq": {"type": "integer"}})),
             read_only: false,

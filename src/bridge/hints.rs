@@ -11,6 +11,7 @@ use super::tools::{self, Group, Kind, Tool};
 use crate::client::CallError;
 use crate::protocol::locks::HeldBy;
 use crate::protocol::state::DeleteParams;
+use crate::protocol::tasks::CompleteNodeParams;
 use crate::protocol::Request;
 
 /// What the hints read of a failed compare-and-set's `data`.
@@ -41,6 +42,28 @@ struct LockLeaseInvalid {
     resource_key: String,
     /// Only while someone holds the key.
     held_by: Option<HeldBy>,
+}
+
+/// What the hint reads of a `fenced` error's `data`.
+#[derive(Deserialize)]
+struct Fenced {
+    resource_key: String,
+    latest_fencing_token: u64,
+    /// Null while nobody holds the key.
+    held_by: Option<Owners>,
+}
+
+/// The holder of a key, or (shared leases, slots) every holder: only their names.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Owners {
+    One(Owner),
+    Many(Vec<Owner>),
+}
+
+#[derive(Deserialize)]
+struct Owner {
+    owner: String,
 }
 
 /// What the hint reads of a `compacted` error's `data`.
@@ -166,6 +189,7 @@ pub(super) fn error(
             node_lease_hint(args, owner, &data).unwrap_or_else(unexplained)
         }
         "lease_invalid" => lock_lease_hint(tool, &data).unwrap_or_else(unexplained),
+        "fenced" => fenced_hint(tool, &data).unwrap_or_else(unexplained),
         "not_found" if tool.group == Group::Tasks => {
             let task = arg("task_id");
             if message.starts_with("node") {
@@ -275,6 +299,33 @@ fn lock_lease_hint(tool: &Tool, data: &Value) -> Option<String> {
     })
 }
 
+/// The hint for a write whose fence no longer holds: the claim it depended on was lost.
+fn fenced_hint(tool: &Tool, data: &Value) -> Option<String> {
+    let Fenced {
+        resource_key: key,
+        latest_fencing_token: latest,
+        held_by,
+    } = Fenced::deserialize(data).ok()?;
+    let owners: Vec<String> = match held_by {
+        None => Vec::new(),
+        Some(Owners::One(one)) => vec![one.owner],
+        Some(Owners::Many(all)) => all.into_iter().map(|o| o.owner).collect(),
+    };
+    let now = match owners.as_slice() {
+        [] => "nobody holds it now".to_string(),
+        [owner] => format!("{owner} holds it now (fencing_token {latest})"),
+        owners => format!("{} hold it now (fencing_token {latest})", owners.join(", ")),
+    };
+    let undone = if tool.method == CompleteNodeParams::METHOD {
+        "the node was not completed (it is still yours until its lease lapses)"
+    } else {
+        "nothing was written"
+    };
+    Some(format!(
+        "Your claim on {key} was lost (it expired, was released or was broken) and {now}, so {undone}: stop this work, call baton_claim for {key} again, re-read what you meant to change (another agent may have changed it), and redo the change with the new fence.",
+    ))
+}
+
 /// The hint for a since_seq older than the journal keeps.
 fn compacted_hint(args: &Map<String, Value>, data: &Value) -> Option<String> {
     let Compacted { oldest_seq: oldest } = Compacted::deserialize(data).ok()?;
@@ -310,6 +361,53 @@ pub(super) fn failure(hint: String, details: Option<Value>) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fenced_write_says_who_holds_the_key_now_and_to_claim_it_again() {
+        let tools = tools::catalogue();
+        let tool = |name: &str| tools.iter().find(|t| t.name == name).unwrap();
+        let refused = |tool: &Tool, held_by: Value| {
+            let err = CallError::Daemon {
+                code: 409,
+                kind: "fenced".into(),
+                message: "fenced: ...; nothing was written. Acquire file:report.md again".into(),
+                data: serde_json::json!({"kind": "fenced", "resource_key": "file:report.md",
+                    "latest_fencing_token": 7, "held_by": held_by}),
+            };
+            let result = error(tool, &Map::new(), "me", err);
+            assert_eq!(result.is_error, Some(true));
+            match &result.content[0] {
+                ContentBlock::Text(text) => text.text.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let hint = refused(
+            tool("baton_set"),
+            serde_json::json!({"owner": "second", "fencing_token": 7}),
+        );
+        assert!(
+            hint.starts_with("Your claim on file:report.md was lost"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("second holds it now (fencing_token 7), so nothing was written"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("call baton_claim for file:report.md again"),
+            "{hint}"
+        );
+        let hint = refused(tool("baton_task_complete"), Value::Null);
+        assert!(
+            hint.contains("nobody holds it now, so the node was not completed"),
+            "{hint}"
+        );
+        let hint = refused(
+            tool("baton_publish"),
+            serde_json::json!([{"owner": "r1"}, {"owner": "r2"}]),
+        );
+        assert!(hint.contains("r1, r2 hold it now"), "{hint}");
+    }
 
     #[test]
     fn daemon_words_become_mcp_words() {

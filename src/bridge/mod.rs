@@ -421,19 +421,18 @@ impl Bridge {
         let mut value: Value = read_as(tool.method, result)?;
         match tool.kind {
             Kind::Claim => match read::<AcquireResourceLockParams>(result)? {
-                AcquireResult::Acquired(Lease {
-                    lease_id: Some(lease),
-                    ..
-                }) => {
+                AcquireResult::Acquired(lease) => {
+                    with_fence(&mut value, &lease);
                     // A claim that waited got its lock on a connection of its own: it
                     // stays open while the lease lives.
-                    if let Some(conn) = conn {
+                    if let (Some(lease), Some(conn)) = (lease.lease_id, conn) {
                         self.parked
                             .lock()
                             .expect("parked connections")
                             .insert(lease, conn);
                     }
                 }
+                AcquireResult::AlreadyHeld(lease) => with_fence(&mut value, &lease),
                 AcquireResult::Busy {
                     resource_key,
                     held_by,
@@ -463,7 +462,6 @@ impl Bridge {
                     result.structured_content = Some(value);
                     return Ok(result);
                 }
-                _ => {}
             },
             Kind::Join => {
                 let joined = read::<RegisterAgentParams>(result)?;
@@ -488,6 +486,17 @@ impl Bridge {
             _ => {}
         }
         Ok(ok(value))
+    }
+}
+
+/// Adds to a claim's result the `fence` the model passes to the writes that depend on it
+/// (`{resource_key, lease_id}`, as batond takes it), when the answer carries the lease id.
+fn with_fence(claim: &mut Value, lease: &Lease) {
+    if let (Value::Object(claim), Some(lease_id)) = (claim, &lease.lease_id) {
+        claim.insert(
+            "fence".into(),
+            json!({"resource_key": lease.resource_key, "lease_id": lease_id}),
+        );
     }
 }
 

@@ -202,6 +202,23 @@ fn any_json() -> Value {
     ]})
 }
 
+/// A write's `fence`: the `fence` baton_claim returns (`{resource_key, lease_id}`), or a
+/// claim's `{resource_key, fencing_token}`; batond refuses a fence that names both or
+/// neither, saying so.
+pub fn fence() -> Value {
+    json!({
+        "type": "object",
+        "description": "The fence baton_claim returned ({resource_key, lease_id}), passed as it is: the write is applied only while that claim is live, else refused with nothing written. {resource_key, fencing_token} instead applies it while no newer claim was granted.",
+        "properties": {
+            "resource_key": {"type": "string", "description": "The claimed resource, as baton_claim returned it."},
+            "lease_id": {"type": "string", "description": "The lease_id baton_claim gave you."},
+            "fencing_token": {"type": "integer", "minimum": 0, "description": "Instead of lease_id: the fencing_token baton_claim gave you."}
+        },
+        "required": ["resource_key"],
+        "additionalProperties": false
+    })
+}
+
 pub fn strings(description: &str) -> Value {
     json!({"type": "array", "items": {"type": "string"}, "description": description})
 }

@@ -180,7 +180,7 @@ pub fn instructions(groups: &[Group]) -> String {
         text.push(' ');
         text.push_str(match group {
             Group::State => "Shared values: read with baton_get, work, then write with baton_set and expected_version = the version you read (0 to create); on a conflict, re-read, merge and retry with the new version.",
-            Group::Locks => "Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work.",
+            Group::Locks => "Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work, and pass the fence a claim returns to the writes that depend on it, so that a write from a claim lost meanwhile is refused instead of landing.",
             Group::Tasks => "Task graphs: take a node with baton_task_next, heartbeat it, finish it with baton_task_complete or baton_task_fail.",
             Group::Events => "The journal: read what changed with baton_events, announce with baton_publish.",
             Group::Agents => "Other agents: join under a name with baton_join first, see who is here with baton_agents, message them with baton_send, read yours with baton_inbox (wait_ms waits for one) and acknowledge with baton_ack.",
@@ -248,6 +248,45 @@ mod tests {
                     tool.description
                 );
             }
+        }
+    }
+
+    /// Every tool whose method takes a `fence` (Set, Delete, CompleteNode, Publish; Txn's
+    /// ops) offers it, and baton_claim says to pass the fence it returns to them.
+    #[test]
+    fn every_write_that_batond_fences_takes_the_claims_fence() {
+        let methods = crate::methods::describe_all();
+        let tools = catalogue();
+        let mut fenced = Vec::new();
+        for tool in &tools {
+            let method = methods.iter().find(|m| m.method == tool.method).unwrap();
+            let params = serde_json::to_value(&method.params_schema).unwrap();
+            let input = Value::Object(tool.input_schema());
+            if params["properties"].get("fence").is_some() {
+                assert!(input["properties"].get("fence").is_some(), "{}", tool.name);
+                fenced.push(tool.name);
+            }
+            if tool.name == "baton_txn" {
+                assert!(input["properties"]["ops"]["items"]["properties"]
+                    .get("fence")
+                    .is_some());
+                fenced.push(tool.name);
+            }
+        }
+        assert_eq!(
+            fenced,
+            [
+                "baton_set",
+                "baton_delete",
+                "baton_txn",
+                "baton_task_complete",
+                "baton_publish"
+            ]
+        );
+        let claim = tools.iter().find(|t| t.name == "baton_claim").unwrap();
+        assert!(claim.output["properties"].get("fence").is_some());
+        for name in &fenced {
+            assert!(claim.description.contains(name), "{name}");
         }
     }
 

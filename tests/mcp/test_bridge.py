@@ -335,6 +335,94 @@ def test_txn_and_wait_through_the_bridge(daemon: Daemon) -> None:
     run(main())
 
 
+def test_writes_fenced_by_a_lost_claim_are_refused_and_name_the_new_holder(daemon: Daemon) -> None:
+    """The stalled agent's story through the bridge: first claims the report and writes
+    with the claim's fence; its claim is lost (an operator breaks it, as an expiry would
+    end it) and second claims the file; every write first sends with its old fence is
+    refused, naming second, and nothing is written."""
+
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "all", "--owner", "first")) as first, Client(
+            bridge_params(daemon.socket, "--tools", "all", "--owner", "second")
+        ) as second:
+            tools = {t.name: t for t in (await first.list_tools()).tools}
+            for name in ("baton_set", "baton_delete", "baton_task_complete", "baton_publish"):
+                assert "fence" in tools[name].input_schema["properties"], name
+            assert "fence" in tools["baton_txn"].input_schema["properties"]["ops"]["items"]["properties"]
+            assert "fence" in tools["baton_claim"].description
+
+            task = (await first.call_tool("baton_task_register", {"goal": "report", "nodes": [{"id": "write"}]})).structured_content
+            node = (await first.call_tool("baton_task_next", {"task_id": task["task_id"]})).structured_content
+            claim = (await first.call_tool("baton_claim", {"resource_key": "file:./report.md"})).structured_content
+            fence = claim["fence"]
+            assert fence == {"resource_key": "file:report.md", "lease_id": claim["lease_id"]}
+            draft = await first.call_tool(
+                "baton_set", {"namespace": "docs", "key": "report", "value": "draft 1", "expected_version": 0, "fence": fence}
+            )
+            assert not draft.is_error, text(draft)
+
+            # first stalls past its lease: its claim ends, and second takes the file over.
+            daemon.call("BreakLock", {"resource_key": "file:report.md", "reason": "first stalled past its lease"})
+            fresh = (await second.call_tool("baton_claim", {"resource_key": "file:report.md"})).structured_content
+            assert fresh["status"] == "acquired" and fresh["fencing_token"] > claim["fencing_token"]
+            before = daemon.call("ReadEvents", {"since_seq": 0, "limit": 1000})["next_seq"]
+            token_fence = {"resource_key": "file:report.md", "fencing_token": claim["fencing_token"]}
+            late = [
+                ("baton_set", {"namespace": "docs", "key": "report", "value": "late", "expected_version": 1, "fence": fence}),
+                ("baton_set", {"namespace": "docs", "key": "report", "value": "late", "force": True, "fence": token_fence}),
+                ("baton_delete", {"namespace": "docs", "key": "report", "expected_version": 1, "fence": fence}),
+                ("baton_txn", {"ops": [
+                    {"op": "set", "namespace": "docs", "key": "other", "value": 1},
+                    {"op": "set", "namespace": "docs", "key": "report", "value": "late", "fence": fence},
+                ]}),
+                ("baton_publish", {"topic": "report", "payload": {"done": True}, "fence": fence}),
+                ("baton_task_complete", {"task_id": task["task_id"], "node_id": "write", "lease_id": node["lease_id"],
+                                         "result": "late", "fence": fence}),
+            ]
+            for tool, args in late:
+                refused = await first.call_tool(tool, args)
+                assert refused.is_error, (tool, text(refused))
+                assert refused.structured_content is None
+                hint = refused.content[0].text
+                assert hint.startswith("Your claim on file:report.md was lost"), (tool, hint)
+                assert "second" in hint and "call baton_claim for file:report.md again" in hint, (tool, hint)
+                details = json.loads(refused.content[1].text)
+                assert details["kind"] == "fenced" and details["latest_fencing_token"] == fresh["fencing_token"]
+                assert details["held_by"]["owner"] == "second"
+            assert "the node was not completed" in hint
+            # Nothing was written or journalled; the node is still first's.
+            assert daemon.call("ReadEvents", {"since_seq": 0, "limit": 1000})["next_seq"] == before
+            assert daemon.call("Get", {"namespace": "docs", "key": "report"})["value"] == "draft 1"
+            status = daemon.call("TaskStatus", {"task_id": task["task_id"]})
+            assert status["nodes"][0]["state"] == "RUNNING"
+
+            # A fence needs exactly one of lease_id and fencing_token; a field it does not
+            # have is the bridge's to refuse.
+            both = await first.call_tool(
+                "baton_set",
+                {"namespace": "docs", "key": "report", "value": 0, "force": True, "fence": {**fence, "fencing_token": 1}},
+            )
+            assert both.is_error and "exactly one of lease_id" in text(both), text(both)
+            unknown = await first.call_tool(
+                "baton_publish", {"topic": "t", "payload": 1, "fence": {**fence, "owner": "first"}}
+            )
+            assert unknown.is_error and '"fence" has no field "owner"' in text(unknown), text(unknown)
+
+            # The new holder's fenced writes land.
+            final = await second.call_tool(
+                "baton_set", {"namespace": "docs", "key": "report", "value": "final", "expected_version": 1, "fence": fresh["fence"]}
+            )
+            assert not final.is_error and final.structured_content["version"] == 2, text(final)
+            done = await second.call_tool(
+                "baton_txn", {"ops": [{"op": "set", "namespace": "docs", "key": "other", "value": 2, "fence": fresh["fence"]}]}
+            )
+            assert not done.is_error, text(done)
+            published = await second.call_tool("baton_publish", {"topic": "report", "payload": {}, "fence": fresh["fence"]})
+            assert not published.is_error, text(published)
+
+    run(main())
+
+
 def raw_bridge(daemon: Daemon) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN_DIR / "mcp-bridge"), "--socket", str(daemon.socket)],
@@ -489,6 +577,11 @@ def test_the_bridge_logs_no_lease_id_even_at_debug(daemon: Daemon, tmp_path: Any
                     claim = await session.call_tool("baton_claim", {"resource_key": "tool:x"})
                     assert not claim.is_error, text(claim)
                     lease_id = claim.structured_content["lease_id"]
+                    fenced = await session.call_tool(
+                        "baton_set",
+                        {"namespace": "n", "key": "k", "value": 1, "force": True, "fence": claim.structured_content["fence"]},
+                    )
+                    assert not fenced.is_error, text(fenced)
                     released = await session.call_tool("baton_release", {"resource_key": "tool:x", "lease_id": lease_id})
                     assert not released.is_error, text(released)
                     return str(lease_id)

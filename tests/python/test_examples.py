@@ -65,6 +65,23 @@ def test_dag_agents_run_the_four_node_dag_to_a_report(daemon: Daemon, tmp_path: 
         assert status["status"] == "available" and status["previous"]["outcome"] == "created", key
 
 
+def test_paused_worker_late_write_is_refused_and_the_new_holders_report_stands(daemon: Daemon) -> None:
+    done = run(sys.executable, str(EXAMPLES / "paused_worker" / "run.py"), "--socket", str(daemon.socket))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "worker-a: claimed file:report.md (fencing token 1) and wrote draft 1",
+        "worker-b: took file:report.md over once worker-a's lease expired (fencing token 2)",
+        "worker-a: resumed, and its late draft 2 was refused: file:report.md is held by worker-b "
+        "(fencing token 2); nothing was written",
+        "worker-a: check_fence(1) says latest=False",
+        "report: \"worker-b's report\" at version 2; its history:",
+        "  version 1: 'draft 1' by worker-a",
+        "  version 2: \"worker-b's report\" by worker-b",
+    ], done.stdout
+    status = daemon.call("ResourceLockStatus", {"resource_key": "file:report.md"})
+    assert status["status"] == "available" and status["previous"]["owner"] == "worker-b"
+
+
 def _transport_path(tmp_path: Path) -> str:
     """PATH for the shell example: the machine's own `nc -U -N` or socat when it has one;
     otherwise a stand-in `nc` (the same bytes over the same socket, in Python) so the

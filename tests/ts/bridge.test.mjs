@@ -61,3 +61,54 @@ test('agents join, message each other and acknowledge through the TypeScript SDK
     await bob.close();
   }
 });
+
+test('a write fenced by a claim that was lost is refused through the TypeScript SDK', async () => {
+  const first = await connect(daemon.socket, '--tools', 'all', '--agent', 'ts-first');
+  const second = await connect(daemon.socket, '--tools', 'all', '--agent', 'ts-second');
+  try {
+    assert.ok(first.baton.tools.baton_set.inputSchema.properties.fence);
+    const claim = await first.callTool({ name: 'baton_claim', arguments: { resource_key: 'file:ts-report.md' } });
+    assert.ok(!claim.isError, text(claim));
+    // The SDK checked structuredContent, fence included, against baton_claim's outputSchema.
+    const { fence } = claim.structuredContent;
+    assert.deepEqual(fence, { resource_key: 'file:ts-report.md', lease_id: claim.structuredContent.lease_id });
+    const draft = await first.callTool({
+      name: 'baton_set',
+      arguments: { namespace: 'ts-docs', key: 'report', value: 'draft 1', expected_version: 0, fence },
+    });
+    assert.ok(!draft.isError, text(draft));
+
+    // ts-first stalls past its lease: its claim ends, and ts-second takes the file over.
+    await daemon.call('BreakLock', { resource_key: 'file:ts-report.md', reason: 'ts-first stalled past its lease' });
+    const fresh = await second.callTool({ name: 'baton_claim', arguments: { resource_key: 'file:ts-report.md' } });
+    assert.equal(fresh.structuredContent.status, 'acquired');
+
+    const late = await first.callTool({
+      name: 'baton_set',
+      arguments: { namespace: 'ts-docs', key: 'report', value: 'late', expected_version: 1, fence },
+    });
+    assert.ok(late.isError, text(late));
+    assert.equal(late.structuredContent, undefined);
+    assert.match(late.content[0].text, /^Your claim on file:ts-report\.md was lost .*ts-second holds it now/);
+    assert.match(late.content[0].text, /call baton_claim for file:ts-report\.md again/);
+    const details = JSON.parse(late.content[1].text);
+    assert.equal(details.kind, 'fenced');
+    assert.equal(details.latest_fencing_token, fresh.structuredContent.fencing_token);
+    const txn = await first.callTool({
+      name: 'baton_txn',
+      arguments: { ops: [{ op: 'set', namespace: 'ts-docs', key: 'report', value: 'late', fence }] },
+    });
+    assert.ok(txn.isError && text(txn).includes('was lost'), text(txn));
+    assert.equal((await daemon.call('Get', { namespace: 'ts-docs', key: 'report' })).value, 'draft 1');
+
+    const final = await second.callTool({
+      name: 'baton_set',
+      arguments: { namespace: 'ts-docs', key: 'report', value: 'final', expected_version: 1, fence: fresh.structuredContent.fence },
+    });
+    assert.ok(!final.isError, text(final));
+    assert.equal(final.structuredContent.version, 2);
+  } finally {
+    await first.close();
+    await second.close();
+  }
+});

@@ -5,6 +5,7 @@
         c.update("campaign", "budget", lambda b: (b or 10_000) - 2_000)
         with c.lock("file:src/lib.rs", ttl_secs=30) as lease:
             ...  # edit the file; lease.outcome = "modified"
+            c.set("docs", "lib", "...", fence=lease)  # refused (FencedError) once the lease is lost
 """
 
 from ._common import Endpoint
@@ -16,6 +17,8 @@ from .errors import (
     ConflictError,
     ConnectionLostError,
     DaemonUnreachableError,
+    Fenced,
+    FencedError,
     ForbiddenError,
     IdempotencyConflictError,
     InternalError,
@@ -33,7 +36,7 @@ from .errors import (
     UnavailableError,
     ValueTooLargeError,
 )
-from .types import Agent, Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Fence, Lease, Node, Page, Record, SetResult
 
 __all__ = [
     "Agent",
@@ -48,6 +51,9 @@ __all__ = [
     "DaemonUnreachableError",
     "Endpoint",
     "Event",
+    "Fence",
+    "Fenced",
+    "FencedError",
     "ForbiddenError",
     "HeldLock",
     "IdempotencyConflictError",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import BatonError, CompactedError, ConflictError, DaemonUnreachableError, LockBusyError, from_wire
-from .types import Event, Lease, Node
+from .types import Event, Fence, Lease, Node
 
 
 def socket_path(explicit: "Optional[str | os.PathLike[str]]" = None) -> str:
@@ -277,6 +277,28 @@ def drop_none(**params: Any) -> Dict[str, Any]:
 # one of its parameters on fails at once instead of silently not sending it.
 
 
+def fence_param(fence: Optional[Fence]) -> Optional[Dict[str, Any]]:
+    """A write's `fence` as sent: a Lease's `{resource_key, lease_id}`, or the dict given."""
+    if fence is None:
+        return None
+    if isinstance(fence, Lease):
+        return fence.fence
+    return dict(fence)
+
+
+def fenced_ops(ops: List[Dict[str, Any]], fence: Optional[Fence]) -> List[Dict[str, Any]]:
+    """Txn ops as sent: an op's own `fence` (a Lease or a dict) as a dict, and `fence` on
+    every op that carries none."""
+    out = []
+    for op in ops:
+        own = op.get("fence")
+        if own is None and fence is None:
+            out.append(op)
+        else:
+            out.append({**op, "fence": fence_param(own if own is not None else fence)})
+    return out
+
+
 def set_params(
     namespace: str,
     key: str,
@@ -285,6 +307,7 @@ def set_params(
     expected_version: Optional[int],
     updated_by: Optional[str],
     idempotency_key: Optional[str],
+    fence: Optional[Fence],
 ) -> Dict[str, Any]:
     params = drop_none(
         namespace=namespace,
@@ -292,15 +315,18 @@ def set_params(
         expected_version=expected_version,
         updated_by=updated_by,
         idempotency_key=idempotency_key,
+        fence=fence_param(fence),
     )
     params["value"] = value  # a null value is a value: never dropped
     return params
 
 
 def delete_params(
-    namespace: str, key: str, *, expected_version: Optional[int], updated_by: Optional[str]
+    namespace: str, key: str, *, expected_version: Optional[int], updated_by: Optional[str], fence: Optional[Fence]
 ) -> Dict[str, Any]:
-    return drop_none(namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by)
+    return drop_none(
+        namespace=namespace, key=key, expected_version=expected_version, updated_by=updated_by, fence=fence_param(fence)
+    )
 
 
 def list_params(
@@ -316,9 +342,9 @@ def history_params(
 
 
 def txn_params(
-    compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str]
+    compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str], fence: Optional[Fence]
 ) -> Dict[str, Any]:
-    return drop_none(compare=compare, ops=ops, updated_by=updated_by)
+    return drop_none(compare=compare, ops=fenced_ops(ops, fence), updated_by=updated_by)
 
 
 def lock_params(
@@ -417,8 +443,8 @@ def heartbeat_node_params(node: Node, *, ttl_secs: Optional[int]) -> Dict[str, A
     return {**_node_lease(node), **drop_none(ttl_secs=ttl_secs)}
 
 
-def complete_node_params(node: Node, result: Any) -> Dict[str, Any]:
-    return {**_node_lease(node), "result": result}
+def complete_node_params(node: Node, result: Any, *, fence: Optional[Fence]) -> Dict[str, Any]:
+    return {**_node_lease(node), "result": result, **drop_none(fence=fence_param(fence))}
 
 
 def fail_node_params(node: Node, error: Any, *, retry: bool) -> Dict[str, Any]:
@@ -437,8 +463,19 @@ def read_events_params(since_seq: int, *, limit: Optional[int], filter: Dict[str
     return drop_none(since_seq=since_seq, limit=limit, **filter)
 
 
-def publish_params(topic: str, payload: Any, *, actor: Optional[str]) -> Dict[str, Any]:
-    return drop_none(topic=topic, payload=payload, actor=actor)
+def publish_params(topic: str, payload: Any, *, actor: Optional[str], fence: Optional[Fence]) -> Dict[str, Any]:
+    return drop_none(topic=topic, payload=payload, actor=actor, fence=fence_param(fence))
+
+
+def check_fence_params(resource_key: str, fencing_token: int) -> Dict[str, Any]:
+    return {"resource_key": resource_key, "fencing_token": fencing_token}
+
+
+def check_lease(fence: Optional[Fence]) -> None:
+    """Before more work under `fence`: raises LeaseLostError if it is a Lease a heartbeat
+    found gone (the daemon would refuse the work's writes anyway)."""
+    if isinstance(fence, Lease):
+        fence.check()
 
 
 def subscribe_params(since_seq: Optional[int], filter: Optional[Dict[str, Any]]) -> Dict[str, Any]:

@@ -14,11 +14,12 @@ from .errors import (
     BatonError,
     ConflictError,
     ConnectionLostError,
+    FencedError,
     LeaseInvalidError,
     NotFoundError,
     RetriesExhaustedError,
 )
-from .types import Agent, Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Fence, Lease, Node, Page, Record, SetResult
 
 MaybeAwaitable = Union[Any, Awaitable[Any]]
 
@@ -123,7 +124,9 @@ class AsyncClient:
         expected_version: Optional[int] = None,
         updated_by: Optional[str] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> SetResult:
+        """See Client.set."""
         params = _common.set_params(
             namespace,
             key,
@@ -131,14 +134,22 @@ class AsyncClient:
             expected_version=expected_version,
             updated_by=updated_by,
             idempotency_key=idempotency_key,
+            fence=fence,
         )
         return SetResult.from_wire(await self.call("Set", params))
 
     async def delete(
-        self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
+        self,
+        namespace: str,
+        key: str,
+        *,
+        expected_version: Optional[int] = None,
+        updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Dict[str, Any]:
         return await self._dict(
-            "Delete", _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by)
+            "Delete",
+            _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by, fence=fence),
         )
 
     async def list(
@@ -161,9 +172,15 @@ class AsyncClient:
         return [Record.from_wire(x) for x in r["records"]]
 
     async def txn(
-        self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
+        self,
+        compare: List[Dict[str, Any]],
+        ops: List[Dict[str, Any]],
+        *,
+        updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Dict[str, Any]:
-        return await self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by))
+        """See Client.txn."""
+        return await self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by, fence=fence))
 
     async def update(
         self,
@@ -173,6 +190,7 @@ class AsyncClient:
         *,
         retries: int = 10,
         updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Record:
         """Optimistic read-modify-write; `fn` may be sync or async. See Client.update."""
         current = await self.get(namespace, key)
@@ -180,7 +198,9 @@ class AsyncClient:
         for attempt in range(retries + 1):
             new = await _resolve(fn(value))
             try:
-                r = await self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
+                r = await self.set(namespace, key, new, expected_version=version, updated_by=updated_by, fence=fence)
+            except FencedError:
+                raise
             except ConflictError as err:
                 value, version = _common.conflict_state(err)
                 await asyncio.sleep(_common.retry_pause(attempt + 1))
@@ -242,6 +262,10 @@ class AsyncClient:
 
     async def lock_status(self, resource_key: str) -> Dict[str, Any]:
         return await self._dict("ResourceLockStatus", {"resource_key": resource_key})
+
+    async def check_fence(self, resource_key: str, fencing_token: int) -> Dict[str, Any]:
+        """See Client.check_fence."""
+        return await self._dict("CheckFence", _common.check_fence_params(resource_key, fencing_token))
 
     async def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         """Every live lease (all pages), optionally by key prefix or owner."""
@@ -355,8 +379,9 @@ class AsyncClient:
     async def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
         return await self._dict("HeartbeatNode", _common.heartbeat_node_params(node, ttl_secs=ttl_secs))
 
-    async def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return await self._dict("CompleteNode", _common.complete_node_params(node, result))
+    async def complete_node(self, node: Node, result: Any = None, *, fence: Optional[Fence] = None) -> Dict[str, Any]:
+        """See Client.complete_node."""
+        return await self._dict("CompleteNode", _common.complete_node_params(node, result, fence=fence))
 
     async def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
         return await self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
@@ -417,11 +442,13 @@ class AsyncClient:
         max_nodes: Optional[int] = None,
         stop_when_idle: bool = True,
         labels: Optional[List[str]] = None,
+        fence: Optional[Fence] = None,
     ) -> int:
-        """See Client.run_worker; `handler` may be sync or async."""
+        """See Client.run_worker (and its `fence`); `handler` may be sync or async."""
         owner = owner or _common.default_owner()
         handled = 0
         while max_nodes is None or handled < max_nodes:
+            _common.check_lease(fence)
             node = await self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels)
             if node is None:
                 if stop_when_idle:
@@ -443,7 +470,7 @@ class AsyncClient:
             if node.lost:
                 continue
             try:
-                await self.complete_node(node, result)
+                await self.complete_node(node, result, fence=fence)
             except LeaseInvalidError:
                 node.lost = True
         return handled
@@ -456,8 +483,10 @@ class AsyncClient:
         r = await self.call("ReadEvents", _common.read_events_params(since_seq, limit=limit, filter=filter))
         return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
 
-    async def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
-        r = await self.call("Publish", _common.publish_params(topic, payload, actor=actor))
+    async def publish(
+        self, topic: str, payload: Any, *, actor: Optional[str] = None, fence: Optional[Fence] = None
+    ) -> int:
+        r = await self.call("Publish", _common.publish_params(topic, payload, actor=actor, fence=fence))
         return int(r["event_seq"])
 
     async def subscribe(

@@ -14,11 +14,12 @@ from .errors import (
     BatonError,
     ConflictError,
     ConnectionLostError,
+    FencedError,
     LeaseInvalidError,
     NotFoundError,
     RetriesExhaustedError,
 )
-from .types import Agent, Event, Lease, Node, Page, Record, SetResult
+from .types import Agent, Event, Fence, Lease, Node, Page, Record, SetResult
 
 
 # Requests of a pipeline sent before the answers of the window before them are read.
@@ -192,9 +193,12 @@ class Client:
         expected_version: Optional[int] = None,
         updated_by: Optional[str] = None,
         idempotency_key: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> SetResult:
         """Writes a value. `expected_version`: None = last writer wins, 0 = create only,
-        N = only if the stored version is N (else ConflictError with the current value)."""
+        N = only if the stored version is N (else ConflictError with the current value).
+        `fence`: a Lease (or `{resource_key, lease_id}` / `{resource_key, fencing_token}`):
+        written only while that claim holds, else FencedError and nothing is written."""
         params = _common.set_params(
             namespace,
             key,
@@ -202,14 +206,23 @@ class Client:
             expected_version=expected_version,
             updated_by=updated_by,
             idempotency_key=idempotency_key,
+            fence=fence,
         )
         return SetResult.from_wire(self.call("Set", params))
 
     def delete(
-        self, namespace: str, key: str, *, expected_version: Optional[int] = None, updated_by: Optional[str] = None
+        self,
+        namespace: str,
+        key: str,
+        *,
+        expected_version: Optional[int] = None,
+        updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Dict[str, Any]:
+        """Deletes a key (a tombstone version); `fence` as for `set`."""
         return self._dict(
-            "Delete", _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by)
+            "Delete",
+            _common.delete_params(namespace, key, expected_version=expected_version, updated_by=updated_by, fence=fence),
         )
 
     def list(
@@ -232,10 +245,19 @@ class Client:
         return [Record.from_wire(x) for x in r["records"]]
 
     def txn(
-        self, compare: List[Dict[str, Any]], ops: List[Dict[str, Any]], *, updated_by: Optional[str] = None
+        self,
+        compare: List[Dict[str, Any]],
+        ops: List[Dict[str, Any]],
+        *,
+        updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Dict[str, Any]:
-        """All ops atomically if every compare holds, else ConflictError (`.failed`)."""
-        return self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by))
+        """All ops atomically if every compare holds, else ConflictError (`.failed`).
+        A compare may be a lease's (`lease.fence`: it is live; `lease.token_fence`: no
+        newer lease). An op may carry its own `fence` (a Lease or a dict); `fence` here
+        fences every op that carries none. Any fence that fails: FencedError, nothing
+        written."""
+        return self._dict("Txn", _common.txn_params(compare, ops, updated_by=updated_by, fence=fence))
 
     def update(
         self,
@@ -245,18 +267,23 @@ class Client:
         *,
         retries: int = 10,
         updated_by: Optional[str] = None,
+        fence: Optional[Fence] = None,
     ) -> Record:
         """Read-modify-write that never loses another writer's change: `fn(current)`
         (None when absent) gives the new value, written with the version read; on a
         conflict `fn` runs again on the value that won, after a short random pause (so
         writers that collided do not collide again in step). Returns the record written;
-        RetriesExhaustedError after `retries` conflicts in a row."""
+        RetriesExhaustedError after `retries` conflicts in a row. With `fence` (the Lease
+        the change is made under), every write carries it: once the claim is lost the
+        write raises FencedError, which is not retried."""
         current = self.get(namespace, key)
         value, version = (current.value, current.version) if current else (None, 0)
         for attempt in range(retries + 1):
             new = fn(value)
             try:
-                r = self.set(namespace, key, new, expected_version=version, updated_by=updated_by)
+                r = self.set(namespace, key, new, expected_version=version, updated_by=updated_by, fence=fence)
+            except FencedError:
+                raise
             except ConflictError as err:
                 value, version = _common.conflict_state(err)
                 time.sleep(_common.retry_pause(attempt + 1))
@@ -321,6 +348,12 @@ class Client:
 
     def lock_status(self, resource_key: str) -> Dict[str, Any]:
         return self._dict("ResourceLockStatus", {"resource_key": resource_key})
+
+    def check_fence(self, resource_key: str, fencing_token: int) -> Dict[str, Any]:
+        """Whether `fencing_token` is still the latest granted on `resource_key`, for a
+        store outside Baton that fences its own writes: `{resource_key, latest,
+        latest_fencing_token, held}`; accept a write carrying the token only if `latest`."""
+        return self._dict("CheckFence", _common.check_fence_params(resource_key, fencing_token))
 
     def list_locks(self, *, prefix: Optional[str] = None, owner: Optional[str] = None) -> List[Dict[str, Any]]:
         """Every live lease (all pages), optionally by key prefix or owner."""
@@ -439,8 +472,10 @@ class Client:
     def heartbeat_node(self, node: Node, *, ttl_secs: Optional[int] = None) -> Dict[str, Any]:
         return self._dict("HeartbeatNode", _common.heartbeat_node_params(node, ttl_secs=ttl_secs))
 
-    def complete_node(self, node: Node, result: Any = None) -> Dict[str, Any]:
-        return self._dict("CompleteNode", _common.complete_node_params(node, result))
+    def complete_node(self, node: Node, result: Any = None, *, fence: Optional[Fence] = None) -> Dict[str, Any]:
+        """Finishes the node with `result`; with `fence`, only while that claim holds (else
+        FencedError: the node stays yours, nothing is recorded)."""
+        return self._dict("CompleteNode", _common.complete_node_params(node, result, fence=fence))
 
     def fail_node(self, node: Node, error: Any, *, retry: bool = True) -> Dict[str, Any]:
         return self._dict("FailNode", _common.fail_node_params(node, error, retry=retry))
@@ -504,14 +539,23 @@ class Client:
         max_nodes: Optional[int] = None,
         stop_when_idle: bool = True,
         labels: Optional[List[str]] = None,
+        fence: Optional[Fence] = None,
     ) -> int:
         """Runs nodes until none is left: acquire (waiting up to `wait_ms`), heartbeat
         every ttl/3 while `handler(node)` runs, then CompleteNode with its return value,
         or FailNode (retried while attempts remain) if it raised. A node whose lease was
-        lost meanwhile is dropped (another worker has it now). Returns nodes handled."""
+        lost meanwhile is dropped (another worker has it now). Returns nodes handled.
+
+        With `fence` (the Lease of a lock the work needs, held around the call), each
+        CompleteNode carries it: once the claim is lost, the result is refused and
+        FencedError is raised, ending the run (every later result would be refused too).
+        The refused node is not failed, so it costs no attempt: its lease lapses after
+        `ttl_secs` and it goes back to the queue. A Lease whose heartbeat found it gone
+        raises LeaseLostError before the next node is taken."""
         owner = owner or _common.default_owner()
         handled = 0
         while max_nodes is None or handled < max_nodes:
+            _common.check_lease(fence)
             node = self.acquire_node(task_id, owner, ttl_secs=ttl_secs, wait_ms=wait_ms, labels=labels)
             if node is None:
                 if stop_when_idle:
@@ -533,7 +577,7 @@ class Client:
             if node.lost:
                 continue
             try:
-                self.complete_node(node, result)
+                self.complete_node(node, result, fence=fence)
             except LeaseInvalidError:
                 node.lost = True
         return handled
@@ -546,8 +590,9 @@ class Client:
         r = self.call("ReadEvents", _common.read_events_params(since_seq, limit=limit, filter=filter))
         return [Event.from_wire(e) for e in r["events"]], int(r["next_seq"])
 
-    def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None) -> int:
-        return int(self.call("Publish", _common.publish_params(topic, payload, actor=actor))["event_seq"])
+    def publish(self, topic: str, payload: Any, *, actor: Optional[str] = None, fence: Optional[Fence] = None) -> int:
+        """Appends a `custom.<topic>` event; its seq. `fence` as for `set`."""
+        return int(self.call("Publish", _common.publish_params(topic, payload, actor=actor, fence=fence))["event_seq"])
 
     def subscribe(self, filter: Optional[Dict[str, Any]] = None, since_seq: Optional[int] = None) -> "Subscription":
         """An iterator of Events on a connection of its own: stored matches after
@@ -584,6 +629,9 @@ class Pipeline:
         return self
 
     def set(self, namespace: str, key: str, value: Any, **options: Any) -> "Pipeline":
+        """Queues a Set; `options` are its params (`fence` may be a Lease)."""
+        if options.get("fence") is not None:
+            options["fence"] = _common.fence_param(options["fence"])
         return self.call("Set", {"namespace": namespace, "key": key, "value": value, **options})
 
     def execute(self, *, raise_on_error: bool = True) -> List[Any]:

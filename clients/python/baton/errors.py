@@ -60,6 +60,42 @@ class ConflictError(BatonError):
         return list(self.data.get("failed") or [])
 
 
+class FencedError(ConflictError):
+    """409 `fenced`: the write named a lease (`fence`) that no longer holds its key (it
+    expired, was released or broken), or a fencing token older than the key's latest.
+    Nothing was written. The claim is lost: stop the work it guarded, acquire the key
+    again, re-read what you meant to change, and redo it.
+
+    A ConflictError (a 409 refusal that wrote nothing) but not a version conflict: its
+    version fields are empty, and `update()` never retries it.
+    """
+
+    @property
+    def resource_key(self) -> str:
+        return str(self.data.get("resource_key", ""))
+
+    @property
+    def latest_fencing_token(self) -> int:
+        """The largest fencing token granted on the key: the lease that overtook yours."""
+        return int(self.data.get("latest_fencing_token") or 0)
+
+    @property
+    def held_by(self) -> Optional[Dict[str, Any]]:
+        """Who holds the key now (the first holder of several), None when nobody does."""
+        holders = self.holders
+        return holders[0] if holders else None
+
+    @property
+    def holders(self) -> List[Dict[str, Any]]:
+        """Every holder of the key now (several for shared keys and slots)."""
+        held_by = self.data.get("held_by") or []
+        return [dict(h) for h in (held_by if isinstance(held_by, list) else [held_by])]
+
+
+#: The same class as FencedError, by the name the protocol's kind suggests.
+Fenced = FencedError
+
+
 class IdempotencyConflictError(BatonError):
     """409: the idempotency key was used before with other params."""
 
@@ -165,6 +201,7 @@ class RetriesExhaustedError(BatonError):
 
 _BY_KIND: Dict[str, Type[BatonError]] = {
     "conflict": ConflictError,
+    "fenced": FencedError,
     "idempotency_conflict": IdempotencyConflictError,
     "lease_invalid": LeaseInvalidError,
     "not_found": NotFoundError,

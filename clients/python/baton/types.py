@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,20 @@ class Lease:
             raw=r,
         )
 
+    @property
+    def fence(self) -> Dict[str, Any]:
+        """What a write passes as `fence=` (or the lease itself) to land only while this
+        lease is live: `{resource_key, lease_id}`. A write whose lease expired or was
+        taken over is refused with FencedError and nothing is written."""
+        return {"resource_key": self.resource_key, "lease_id": self.lease_id}
+
+    @property
+    def token_fence(self) -> Dict[str, Any]:
+        """`{resource_key, fencing_token}`: a fence that holds while no newer lease was
+        granted on the key. It carries no lease id, so it can be handed to another process
+        (or a store outside Baton, with `check_fence`) without the lease's credential."""
+        return {"resource_key": self.resource_key, "fencing_token": self.fencing_token}
+
     def check(self) -> None:
         """Raises LeaseLostError when a heartbeat found the lease gone."""
         if self.lost:
@@ -126,6 +140,11 @@ class Lease:
                 f"the lease on {self.resource_key} was lost (expired or taken over); stop and re-acquire",
                 kind="lease_lost",
             )
+
+
+#: What `fence=` takes: a Lease (its `fence`), or a dict `{resource_key, lease_id}` or
+#: `{resource_key, fencing_token}`.
+Fence = Union[Lease, Mapping[str, Any]]
 
 
 @dataclass
