@@ -181,6 +181,30 @@ async fn run() -> (Vec<Row>, u64) {
         });
         rows.push(cpu.row("CPU per durable CAS Set, 64 connections"));
 
+        // The same load with every Set fenced by a lease held the whole time (one per
+        // connection, on a key of its own), in turns with plain runs: what the fence adds.
+        let fences = Fences::hold(&socket, 64).await;
+        let ((plain_rate, plain_cpu), (fenced_rate, fenced_cpu)) = alternated(
+            daemon.id(),
+            (64 * cas_per_conn) as f64,
+            || concurrent_cas_sets(std::slice::from_ref(&socket), 64, cas_per_conn),
+            || fenced_cas_sets(&socket, 64, cas_per_conn, &fences),
+            &mut errors,
+        )
+        .await;
+        errors += fences.release(&socket).await;
+        let time_ratio = plain_rate / fenced_rate;
+        let cpu_ratio = fenced_cpu.daemon_us() / plain_cpu.daemon_us();
+        rows.push(Row {
+            name: "fenced CAS Set, 64 connections (median of 3)",
+            figure: format!(
+                "{fenced_rate:.0} /s: {time_ratio:.2}x the time of a plain CAS Set ({plain_rate:.0} /s, in turns), batond CPU {cpu_ratio:.2}x"
+            ),
+            target: "<= 1.10x plain".into(),
+            pass: Some(time_ratio <= 1.10),
+        });
+        rows.push(fenced_cpu.row("CPU per fenced CAS Set, 64 connections"));
+
         let on_redis = [
             on_redis_aof,
             match &redis_mem {

@@ -95,18 +95,79 @@ where
 /// Durable compare-and-set Sets per second from `conns` connections, each on its own key,
 /// connection `c` on daemon `c % sockets.len()` (several daemons share one PostgreSQL).
 pub async fn concurrent_cas_sets(sockets: &[PathBuf], conns: usize, per_conn: usize) -> (f64, u64) {
+    cas_sets(sockets, conns, per_conn, None).await
+}
+
+/// [`concurrent_cas_sets`] with every Set fenced: connection `c`'s carry `fences[c]`.
+pub async fn fenced_cas_sets(
+    socket: &Path,
+    conns: usize,
+    per_conn: usize,
+    fences: &Fences,
+) -> (f64, u64) {
+    let fences = std::sync::Arc::new(fences.0.iter().map(|(_, f)| f.clone()).collect());
+    cas_sets(&[socket.to_path_buf()], conns, per_conn, Some(fences)).await
+}
+
+/// Leases held for the length of a load, one per connection, each on a key of its own,
+/// and the `fence` member (text) a Set carries to write under it.
+pub struct Fences(Vec<(serde_json::Value, String)>);
+
+impl Fences {
+    /// Acquires `n` leases (`tool:bench-fence-N`, an hour long) on one connection.
+    pub async fn hold(path: &Path, n: usize) -> Fences {
+        let (mut lines, mut w) = connect(path).await;
+        let mut held = Vec::with_capacity(n);
+        for c in 0..n {
+            let key = format!("tool:bench-fence-{c}");
+            let answer = call(&mut lines, &mut w, locks::acquire_request(&key, "bench")).await;
+            let lease = answer["result"].clone();
+            assert_eq!(lease["status"], "acquired", "{answer}");
+            let fence =
+                serde_json::json!({"resource_key": key, "lease_id": lease["lease_id"]}).to_string();
+            held.push((lease, fence));
+        }
+        Fences(held)
+    }
+
+    /// Releases the leases; the number of releases refused.
+    pub async fn release(self, path: &Path) -> u64 {
+        let (mut lines, mut w) = connect(path).await;
+        let mut errors = 0;
+        for (lease, _) in &self.0 {
+            let answer = call(&mut lines, &mut w, locks::release_request(lease)).await;
+            if answer.get("result").is_none() {
+                errors += 1;
+                eprintln!("unexpected answer: {answer}");
+            }
+        }
+        errors
+    }
+}
+
+/// CAS Sets per second from `conns` connections each on its own key; with `fences`,
+/// connection `c`'s carry `"fence": fences[c]`.
+async fn cas_sets(
+    sockets: &[PathBuf],
+    conns: usize,
+    per_conn: usize,
+    fences: Option<std::sync::Arc<Vec<String>>>,
+) -> (f64, u64) {
     // Each run its own keys, each starting from version 0.
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     clients(conns, per_conn, |c| {
         let path = sockets[c % sockets.len()].clone();
+        let fence = fences
+            .as_ref()
+            .map_or(String::new(), |f| format!(",\"fence\":{}", f[c]));
         async move {
             let (mut lines, mut w) = connect(&path).await;
             let mut version = 0u64;
             let mut errors = 0;
             for i in 0..per_conn {
                 let line = format!(
-                    "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{run}-{c}\",\"value\":{i},\"expected_version\":{version}}}}}\n"
+                    "{{\"id\":{i},\"method\":\"Set\",\"params\":{{\"namespace\":\"bench\",\"key\":\"cas-{run}-{c}\",\"value\":{i},\"expected_version\":{version}{fence}}}}}\n"
                 );
                 let answer = round_trip(&mut lines, &mut w, line.as_bytes()).await;
                 match field(&answer, "\"version\":").and_then(|v| v.parse().ok()) {

@@ -184,6 +184,11 @@ impl CpuPerOp {
         (out, per_op)
     }
 
+    /// batond's CPU per operation (all threads), in microseconds.
+    pub fn daemon_us(&self) -> f64 {
+        self.daemon
+    }
+
     pub fn row(&self, name: &'static str) -> Row {
         Row {
             name,
@@ -240,6 +245,31 @@ where
         }
     }
     (median_run(runs), median(on_redis))
+}
+
+/// Two loads on one daemon, taken in turns [`ALTERNATE_RUNS`] times each, so that the
+/// machine's drift weighs on both alike: each one's median run (rate, CPU per operation).
+pub async fn alternated<A, B>(
+    daemon_pid: u32,
+    ops: f64,
+    mut first: impl FnMut() -> A,
+    mut second: impl FnMut() -> B,
+    errors: &mut u64,
+) -> ((f64, CpuPerOp), (f64, CpuPerOp))
+where
+    A: std::future::Future<Output = (f64, u64)>,
+    B: std::future::Future<Output = (f64, u64)>,
+{
+    let (mut firsts, mut seconds) = (Vec::new(), Vec::new());
+    for _ in 0..ALTERNATE_RUNS {
+        let ((rate, e), cpu) = CpuPerOp::measure(daemon_pid, first(), |_| ops).await;
+        *errors += e;
+        firsts.push((rate, cpu));
+        let ((rate, e), cpu) = CpuPerOp::measure(daemon_pid, second(), |_| ops).await;
+        *errors += e;
+        seconds.push((rate, cpu));
+    }
+    (median_run(firsts), median_run(seconds))
 }
 
 /// The median of `runs` by rate, with what was measured alongside it.
