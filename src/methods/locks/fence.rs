@@ -103,9 +103,17 @@ pub fn judge(ctx: &mut WriteCtx<'_>, fence: &Fenced) -> Result<Option<Value>> {
     Ok(Some(Value::Object(failed)))
 }
 
-/// Refuses the write (409 `fenced`, nothing written) unless `fence` holds now.
+/// Refuses the write (409 `fenced`, nothing written) unless `fence` holds now. A live
+/// lease is found in memory alone: the key's latest token is read from storage only for a
+/// token fence, or for the refusal.
 pub fn check(ctx: &mut WriteCtx<'_>, fence: &Fenced, visible: &Visible) -> Result<()> {
     let key = &fence.key.key;
+    if let By::Lease(lease_id) = &fence.by {
+        let live = ctx.memory.locks.held.by_id(lease_id);
+        if live.is_some_and(|r| &r.resource_key == key && r.token_id == fence.token_id) {
+            return Ok(());
+        }
+    }
     let live = ctx.memory.locks.held.holders(key);
     let latest = latest_token(ctx, key, &live)?;
     if holds(fence, &live, latest) {
