@@ -87,8 +87,6 @@ pub trait Records {
     fn live(&self, namespace: &str, key: &str) -> Result<Option<RecordState>>;
     /// Makes `version` the key's current row and appends it to its history.
     fn store_version(&self, version: &NewVersion<'_>) -> Result<()>;
-    /// Every live key of a namespace with its version and revision, in key order.
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>>;
     /// At most `limit` live keys of a namespace after `after`, in key order, written at
     /// or before `up_to_revision`, with their version and revision (a stepped clear).
     fn live_versions_page(

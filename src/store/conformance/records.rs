@@ -34,15 +34,27 @@ pub(super) fn records_store_versions_and_tombstones(db: &mut Db) {
         (3, 3, true)
     );
     assert!(db.read(|s| s.live("ns", "a")).is_none());
-    assert!(db.read(|s| s.live_versions("ns")).is_empty());
+    // Written at or before any revision.
+    let all = i64::MAX as u64;
+    assert!(db
+        .read(|s| s.live_versions_page("ns", None, all, 10))
+        .is_empty());
     db.batch(|s, _| set(s, "ns", "a", Some(r#""back""#), 4, None));
     let live = db.read(|s| s.live("ns", "a")).unwrap();
     assert_eq!((live.value.get(), live.version), (r#""back""#, 4));
     db.batch(|s, _| set(s, "ns", "b", Some("true"), 5, None));
-    assert_eq!(
-        db.read(|s| s.live_versions("ns")),
-        vec![("a".to_string(), 4, 4), ("b".to_string(), 1, 5)]
-    );
+    db.batch(|s, _| set(s, "other", "c", Some("1"), 6, None));
+    let page = |after: Option<&'static str>, up_to: u64, limit: u64| {
+        db.read(|s| s.live_versions_page("ns", after, up_to, limit))
+    };
+    let a = || ("a".to_string(), 4, 4);
+    let b = || ("b".to_string(), 1, 5);
+    assert_eq!(page(None, all, 10), [a(), b()]);
+    // At most `limit`, after a key, written at or before a revision.
+    assert_eq!(page(None, all, 1), [a()]);
+    assert_eq!(page(Some("a"), all, 10), [b()]);
+    assert_eq!(page(None, 4, 10), [a()]);
+    assert!(page(Some("b"), all, 10).is_empty());
 }
 
 pub(super) fn records_list_prefix_after_limit_and_more(db: &mut Db) {

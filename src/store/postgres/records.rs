@@ -69,18 +69,6 @@ impl Records for PgConn {
         Ok(())
     }
 
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>> {
-        let rows = self.query(
-            "SELECT key, version, revision FROM records WHERE namespace = $1 AND NOT deleted
-             ORDER BY key",
-            &[&namespace],
-        )?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get(0), u(r.get(1)), u(r.get(2))))
-            .collect())
-    }
-
     fn live_versions_page(
         &self,
         namespace: &str,

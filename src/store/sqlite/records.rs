@@ -117,15 +117,6 @@ impl<C: Sql> Records for C {
         Ok(())
     }
 
-    fn live_versions(&self, namespace: &str) -> Result<Vec<(String, u64, u64)>> {
-        let mut stmt = self.conn().prepare_cached(
-            "SELECT key, version, revision FROM records WHERE namespace = ?1 AND deleted = 0
-             ORDER BY key",
-        )?;
-        let rows = stmt.query_map([namespace], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-
     fn live_versions_page(
         &self,
         namespace: &str,
