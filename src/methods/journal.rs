@@ -182,14 +182,9 @@ impl Method for PublishParams {
     const SUMMARY: &'static str = "Append a custom event (type custom.<topic>) to the journal.";
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_publish(&self, &cx.limits())?;
-        let fence = (self.fence.take())
-            .map(|f| super::locks::fence::fenced(cx, f, "fence"))
-            .transpose()?;
-        let visible = cx.visible();
+        let fence = super::locks::fence::WriteFence::of(cx, self.fence.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            if let Some(fence) = &fence {
-                super::locks::fence::check(ctx, fence, &visible)?;
-            }
+            fence.check(ctx)?;
             publish(ctx, self)
         })
     }
@@ -254,16 +249,16 @@ pub fn open(
         Ok(since)
     })?;
     let id = crate::methods::new_id();
+    let answer = reply(&SubscribeResult {
+        subscription_id: id.clone(),
+        since_seq: since,
+    })?;
     let end = super::SubscriptionEnd::default();
     connection
         .subscriptions
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(id.clone(), end.clone());
-    let answer = reply(&SubscribeResult {
-        subscription_id: id.clone(),
-        since_seq: since,
-    })?;
     let stream = Stream {
         id,
         since,

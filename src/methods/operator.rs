@@ -2,7 +2,7 @@
 //! EndAgentSession. Each needs a `reason`, and journals it with who acted (the token's
 //! name, or `admin` on the Unix socket): `lock.broken`, `node.retried`, `agent.left` with
 //! `reason: "operator"`. This file checks params; the rules are the areas' own
-//! (`locks::rules::break_lock`, `tasks::rules::retry`, `agents::rules::end_by_operator`),
+//! (`locks::rules::break_lock`, `tasks::retry::retry`, `agents::rules::end_by_operator`),
 //! so a broken lease, a retried node and an ended session end and resume as a release,
 //! a node's retry and EndSession do.
 
@@ -62,14 +62,14 @@ impl Method for BreakLockParams {
 impl Method for RetryNodeParams {
     const SUMMARY: &'static str = "Operator: put a FAILED node back to PENDING with a fresh count of attempts and a reason; once no node of its task is FAILED, the task runs again and the nodes its failure cancelled resume. 409 for a node that is not FAILED or a cancelled task. Journalled as node.retried with who and why.";
     fn plan(self, cx: &Ctx<'_>) -> Result<Plan> {
-        let request = tasks::rules::RetryRequest {
+        let request = tasks::retry::RetryRequest {
             task_id: self.task_id,
             node_id: self.node_id,
             by: by(cx),
             reason: reason(self.reason)?,
         };
         write::<Self>(cx, self.idempotency_key, move |ctx| {
-            tasks::rules::retry(ctx, request)
+            tasks::retry::retry(ctx, request)
         })
     }
 }

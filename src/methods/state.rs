@@ -7,7 +7,7 @@
 use serde_json::value::RawValue;
 
 use super::areas::WriteCtx;
-use super::locks::fence::{self, fenced, Fenced};
+use super::locks::fence::{self, fenced, Fenced, WriteFence};
 use super::locks::Visible;
 use super::Presented;
 use crate::engine::Served;
@@ -667,16 +667,9 @@ impl Method for SetParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_set(&self, &cx.limits())?;
         let session = self.session_id.take().map(|id| cx.presented(id));
-        let fence = self
-            .fence
-            .take()
-            .map(|f| fenced(cx, f, "fence"))
-            .transpose()?;
-        let visible = cx.visible();
+        let fence = WriteFence::of(cx, self.fence.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            if let Some(fence) = &fence {
-                fence::check(ctx, fence, &visible)?;
-            }
+            fence.check(ctx)?;
             set(ctx, self, session)
         })
     }
@@ -686,16 +679,9 @@ impl Method for DeleteParams {
     const SUMMARY: &'static str = "Delete a record, leaving a tombstone version so a re-created key continues its version sequence.";
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         check_delete(&self)?;
-        let fence = self
-            .fence
-            .take()
-            .map(|f| fenced(cx, f, "fence"))
-            .transpose()?;
-        let visible = cx.visible();
+        let fence = WriteFence::of(cx, self.fence.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            if let Some(fence) = &fence {
-                fence::check(ctx, fence, &visible)?;
-            }
+            fence.check(ctx)?;
             delete(ctx, self)
         })
     }

@@ -68,6 +68,30 @@ pub fn fenced(cx: &super::super::Ctx<'_>, fence: Fence, field: &str) -> Result<F
     Fenced::parse(fence, field, &cx.app.config.workspace, cx.token_id())
 }
 
+/// A write's `fence`, checked as sent, with what the caller may see of a holder: judged
+/// on the writer by [`WriteFence::check`] before the write (no fence: nothing to judge).
+pub struct WriteFence {
+    fence: Option<Fenced>,
+    visible: Visible,
+}
+
+impl WriteFence {
+    pub fn of(cx: &super::super::Ctx<'_>, fence: Option<Fence>) -> Result<WriteFence> {
+        Ok(WriteFence {
+            fence: fence.map(|f| fenced(cx, f, "fence")).transpose()?,
+            visible: cx.visible(),
+        })
+    }
+
+    /// Refuses the write (409 `fenced`) unless its fence holds now.
+    pub fn check(&self, ctx: &mut WriteCtx<'_>) -> Result<()> {
+        match &self.fence {
+            Some(fence) => check(ctx, fence, &self.visible),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The largest fencing token granted on `key`: of its live leases and of those that ended.
 fn latest_token(ctx: &WriteCtx<'_>, key: &str, live: &[LeaseRow]) -> Result<u64> {
     let live = live.iter().map(|r| r.fencing_token).max().unwrap_or(0);

@@ -4,7 +4,9 @@
 //! expiry are in `rules`, run by the writer, whose memory of tasks is in `memory`.
 
 mod memory;
+mod ranking;
 mod recent;
+pub mod retry;
 pub mod rules;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -436,14 +438,9 @@ impl Method for CompleteNodeParams {
     fn plan(mut self, cx: &Ctx<'_>) -> Result<Plan> {
         let result = optional_json_text(cx, "result", self.result.take())?;
         let presented = cx.presented(std::mem::take(&mut self.lease_id));
-        let fence = (self.fence.take())
-            .map(|f| super::locks::fence::fenced(cx, f, "fence"))
-            .transpose()?;
-        let visible = cx.visible();
+        let fence = super::locks::fence::WriteFence::of(cx, self.fence.take())?;
         write::<Self>(cx, self.idempotency_key.take(), move |ctx| {
-            if let Some(fence) = &fence {
-                super::locks::fence::check(ctx, fence, &visible)?;
-            }
+            fence.check(ctx)?;
             rules::complete(
                 ctx,
                 &self.task_id,

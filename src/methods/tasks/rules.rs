@@ -6,7 +6,6 @@
 //! ([`TaskState`](super::memory::TaskState)) holds each node lease's monotonic deadline, the queue of waiting workers
 //! and the recent events of active tasks.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -15,15 +14,13 @@ use serde_json::value::RawValue;
 use crate::clock::format_ms;
 use crate::error::{Error, Result};
 use crate::protocol::journal::EventType;
-use crate::protocol::operator::RetryNodeResult;
 use crate::protocol::reply;
 use crate::protocol::tasks::{
     AcquiredNode, CancelTaskResult, EventSeqResult, FailNodeResult, HeartbeatNodeResult,
     NodeContext, NodeState, RegisterTaskResult, TaskStatus,
 };
 use crate::store::boundary::{
-    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRetry, NodeRow, Nodes, NodesMove,
-    RunnableNode,
+    NewEvent, NewNode, NewTask, NodeChange, NodeLeaseGrant, NodeRow, Nodes, NodesMove, RunnableNode,
 };
 
 use super::super::journal::{append, appended};
@@ -33,6 +30,7 @@ use crate::engine::Served;
 use super::super::areas::WriteCtx;
 use super::super::Presented;
 use super::memory::{Timer, Waiter};
+use super::ranking::next_runnable;
 
 /// An AcquireNextNode request, as the writer needs it.
 pub struct NodeRequest {
@@ -63,7 +61,7 @@ fn no_node(task_id: &str, node_id: &str) -> Error {
 }
 
 /// 404 for a node that does not exist: naming the task when that is what is missing.
-fn missing(nodes: &dyn Nodes, task_id: &str, node_id: &str) -> Result<Error> {
+pub(super) fn missing(nodes: &dyn Nodes, task_id: &str, node_id: &str) -> Result<Error> {
     Ok(if nodes.task_status(task_id)?.is_some() {
         no_node(task_id, node_id)
     } else {
@@ -83,7 +81,7 @@ pub(super) fn raw(text: Option<String>) -> Result<Option<Box<RawValue>>> {
     })
 }
 
-fn event(
+pub(super) fn event(
     ctx: &mut WriteCtx<'_>,
     kind: EventType<'_>,
     actor: Option<&str>,
@@ -222,46 +220,6 @@ fn grant(
             )?,
         },
     })
-}
-
-/// A runnable node and how many labels it needs.
-type Candidate = (RunnableNode, usize);
-
-/// Where a candidate stands: the highest priority first, then the node runnable longest,
-/// then the one that needs more of the worker's labels (a specialist's work goes to it
-/// before work anyone could do), then by task and node id.
-fn rank((node, labels): &Candidate) -> (Reverse<i64>, i64, Reverse<usize>, &str, &str) {
-    (
-        Reverse(node.priority),
-        node.runnable_since,
-        Reverse(*labels),
-        &node.task_id,
-        &node.node_id,
-    )
-}
-
-/// Of the best candidate so far and another, the one that goes first ([`rank`]).
-fn better(best: Option<Candidate>, candidate: Candidate) -> Option<Candidate> {
-    match best {
-        Some(best) if rank(&best) <= rank(&candidate) => Some(best),
-        _ => Some(candidate),
-    }
-}
-
-/// The node a worker who may take nodes of `label_keys` gets next, of one task or any:
-/// storage finds the first runnable node of each label set, the rules pick among them.
-fn next_runnable(
-    nodes: &dyn Nodes,
-    task_id: Option<&str>,
-    label_keys: &[String],
-) -> Result<Option<RunnableNode>> {
-    let mut best = None;
-    for label_key in label_keys {
-        if let Some(node) = nodes.first_runnable(task_id, label_key)? {
-            best = better(best, (node, super::label_count(label_key)));
-        }
-    }
-    Ok(best.map(|(node, _)| node))
 }
 
 /// Hands out the oldest runnable node now, or answers null, or (with `wait_ms`) queues the
@@ -419,7 +377,11 @@ pub fn heartbeat(
     })
 }
 
-fn set_task_status(ctx: &mut WriteCtx<'_>, task_id: &str, status: TaskStatus) -> Result<()> {
+pub(super) fn set_task_status(
+    ctx: &mut WriteCtx<'_>,
+    task_id: &str,
+    status: TaskStatus,
+) -> Result<()> {
     ctx.nodes().set_task_status(task_id, status, ctx.now_ms)?;
     let data = serde_json::json!({"status": status}).to_string();
     event(
@@ -644,136 +606,6 @@ pub fn cancel(ctx: &mut WriteCtx<'_>, task_id: &str) -> Result<CancelTaskResult>
     })
 }
 
-/// RetryNode: who retries which node, and why.
-pub struct RetryRequest {
-    pub task_id: String,
-    pub node_id: String,
-    /// The operator: the token's name, or `admin` on the Unix socket.
-    pub by: String,
-    pub reason: String,
-}
-
-/// An operator tries a FAILED node again, with a fresh count of attempts. Its failed task
-/// runs again once no node of it is FAILED: the nodes its failure cancelled go back to
-/// PENDING (their dependencies and holds as they were) and `task.running` is journalled;
-/// while other nodes are still FAILED, this one waits CANCELLED like the task's other
-/// unstarted nodes. `node.retried` says who and why. A node that is not FAILED, or a
-/// cancelled task, is 409, before anything is written.
-pub fn retry(ctx: &mut WriteCtx<'_>, r: RetryRequest) -> Result<RetryNodeResult> {
-    let (task_id, node_id) = (r.task_id.as_str(), r.node_id.as_str());
-    let Some(node) = ctx.nodes().node(task_id, node_id)? else {
-        return Err(missing(ctx.nodes(), task_id, node_id)?);
-    };
-    let Some(status) = ctx.nodes().task_status(task_id)? else {
-        return Err(no_task(task_id));
-    };
-    let refused = |message: String| {
-        let mut data = serde_json::Map::new();
-        data.insert("task_id".into(), task_id.into());
-        data.insert("node_id".into(), node_id.into());
-        data.insert("state".into(), node.state.as_str().into());
-        data.insert("task_status".into(), status.as_str().into());
-        Error::Conflict {
-            message,
-            data,
-            exact: Vec::new(),
-        }
-    };
-    if status == TaskStatus::Cancelled {
-        return Err(refused(format!(
-            "task `{task_id}` was cancelled, so none of its nodes runs again; register the work as a new task"
-        )));
-    }
-    if node.state != NodeState::Failed {
-        let why = match node.state {
-            NodeState::Pending => "it is PENDING already: a worker will take it",
-            NodeState::Running => "it is RUNNING: a worker holds it",
-            NodeState::Completed => "it is COMPLETED: nothing to retry",
-            // (Only a FAILED node gets past the check above.)
-            NodeState::Cancelled | NodeState::Failed => "it is CANCELLED because another node failed: retry that FAILED node instead (TaskStatus shows which)",
-        };
-        return Err(refused(format!(
-            "node `{node_id}` of task `{task_id}` is not FAILED, so there is nothing to retry: {why}"
-        )));
-    }
-    let mut still_failed = ctx.nodes().failed_nodes(task_id)?;
-    still_failed.retain(|n| n != node_id);
-    let resume = status == TaskStatus::Failed && still_failed.is_empty();
-    let state = if still_failed.is_empty() || status == TaskStatus::Running {
-        NodeState::Pending
-    } else {
-        NodeState::Cancelled
-    };
-    let data = serde_json::json!({
-        "attempts": node.attempts,
-        "by": r.by,
-        "reason": r.reason,
-        "state": state,
-    })
-    .to_string();
-    let seq = event(
-        ctx,
-        EventType::NodeRetried,
-        Some(&r.by),
-        task_id,
-        Some(node_id),
-        &data,
-    )?;
-    ctx.nodes().retry_node(
-        task_id,
-        node_id,
-        &NodeRetry {
-            state,
-            // Its attempts are counted anew.
-            attempts: 0,
-            runnable_since: seq,
-            at_ms: ctx.now_ms,
-        },
-    )?;
-    let mut nodes_resumed = 0;
-    let mut task_status = status;
-    if resume {
-        // The nodes its failure cancelled.
-        nodes_resumed = ctx.nodes().move_nodes(
-            task_id,
-            &NodesMove {
-                from: &[NodeState::Cancelled],
-                to: NodeState::Pending,
-                runnable_since: Some(seq),
-                at_ms: ctx.now_ms,
-            },
-        )?;
-        set_task_status(ctx, task_id, TaskStatus::Running)?;
-        task_status = TaskStatus::Running;
-        // Nodes held back until a time: their hold may have come due while they were
-        // cancelled (it then released nothing).
-        let since = ctx.head_revision();
-        for (held_task, held_node, ready_at) in ctx.nodes().held_nodes()? {
-            if held_task != task_id {
-                continue;
-            }
-            if ready_at <= ctx.now_ms {
-                ctx.nodes().release_hold(&held_task, &held_node, since)?;
-            } else {
-                let remaining = Duration::from_millis((ready_at - ctx.now_ms) as u64);
-                ctx.memory
-                    .tasks
-                    .hold(held_task, held_node, ctx.mono_now + remaining);
-            }
-        }
-    }
-    serve_waiters(ctx)?;
-    Ok(RetryNodeResult {
-        task_id: r.task_id,
-        node_id: r.node_id,
-        node_state: state,
-        task_status,
-        nodes_resumed,
-        still_failed,
-        event_seq: seq as u64,
-    })
-}
-
 /// Rolls a node whose lease lapsed back to PENDING.
 fn roll_back(ctx: &mut WriteCtx<'_>, task_id: &str, node_id: &str, note: &str) -> Result<()> {
     let Some(node) = ctx.nodes().node(task_id, node_id)? else {
@@ -882,84 +714,4 @@ pub fn recover(ctx: &mut WriteCtx<'_>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(priority: i64, runnable_since: i64, task_id: &str, node_id: &str) -> RunnableNode {
-        RunnableNode {
-            priority,
-            runnable_since,
-            task_id: task_id.into(),
-            node_id: node_id.into(),
-        }
-    }
-
-    /// What a worker gets of the first runnable node of each of its label sets (each with
-    /// how many labels it needs), asked in this order.
-    fn chosen(found: &[(RunnableNode, usize)]) -> Option<(String, String)> {
-        found
-            .iter()
-            .cloned()
-            .fold(None, better)
-            .map(|(n, _)| (n.task_id, n.node_id))
-    }
-
-    fn pair(task_id: &str, node_id: &str) -> Option<(String, String)> {
-        Some((task_id.into(), node_id.into()))
-    }
-
-    #[test]
-    fn nothing_runnable_chooses_nothing() {
-        assert_eq!(chosen(&[]), None);
-    }
-
-    #[test]
-    fn the_highest_priority_goes_first_however_young_and_plain() {
-        let found = [
-            (node(0, 1, "t", "old"), 2),
-            (node(5, 9, "t", "urgent"), 0),
-            (node(-3, 0, "t", "oldest"), 3),
-        ];
-        assert_eq!(chosen(&found), pair("t", "urgent"));
-    }
-
-    #[test]
-    fn among_equal_priorities_the_node_runnable_longest() {
-        let found = [(node(1, 7, "a", "n"), 3), (node(1, 4, "z", "n"), 0)];
-        assert_eq!(chosen(&found), pair("z", "n"));
-    }
-
-    #[test]
-    fn among_equals_the_node_that_needs_more_of_the_workers_labels() {
-        let found = [
-            (node(0, 1, "t", "plain"), 0),
-            (node(0, 1, "t", "special"), 2),
-            (node(0, 1, "t", "gpu"), 1),
-        ];
-        assert_eq!(chosen(&found), pair("t", "special"));
-    }
-
-    #[test]
-    fn last_by_task_then_node_id() {
-        let found = [
-            (node(0, 1, "t2", "a"), 1),
-            (node(0, 1, "t1", "b"), 1),
-            (node(0, 1, "t1", "c"), 1),
-        ];
-        assert_eq!(chosen(&found), pair("t1", "b"));
-        // Whatever order the label sets were asked in.
-        let mut reversed = found.to_vec();
-        reversed.reverse();
-        assert_eq!(chosen(&reversed), pair("t1", "b"));
-    }
-
-    #[test]
-    fn a_label_key_counts_its_labels() {
-        assert_eq!(super::super::label_count(""), 0);
-        assert_eq!(super::super::label_count("gpu"), 1);
-        assert_eq!(super::super::label_count("big\u{1f}gpu"), 2);
-    }
 }

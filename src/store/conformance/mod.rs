@@ -4,7 +4,7 @@
 //! default `postgres://postgres@127.0.0.1:5432/test`; `none` skips it, loudly).
 //!
 //! Run: `cargo test --lib store::conformance`. A case reads what the boundary documents
-//! (see `boundary.rs`), through the writer's side inside a batch and through the read side
+//! (see `boundary/`), through the writer's side inside a batch and through the read side
 //! after the commit, never an engine's tables.
 
 use crate::error::{Error, Result};
