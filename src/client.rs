@@ -22,7 +22,7 @@ use crate::protocol::auth::AuthenticateParams;
 use crate::protocol::Request;
 
 mod target;
-pub use target::{Endpoint, Target};
+pub use target::{Dialer, Endpoint, Halves, Target};
 
 /// Why a call did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -146,6 +146,10 @@ impl Connection {
         };
         let mut conn = match &target.endpoint {
             Endpoint::Unix(path) => Connection::connect(path).await?,
+            Endpoint::InProcess(dialer) => {
+                let (reader, writer) = dialer.dial().map_err(unreachable)?;
+                Connection::from_halves(reader, writer)
+            }
             Endpoint::Tcp { host, port } => {
                 let tcp = TcpStream::connect((host.as_str(), *port))
                     .await

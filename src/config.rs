@@ -77,6 +77,9 @@ pub struct Flags {
     /// How long an HTTP(S) client may take to send a request's headers before its connection is closed, in milliseconds (BATON_HTTP_HEADER_TIMEOUT_MS) [default: 10000]
     #[arg(long, value_name = "MS")]
     pub http_header_timeout_ms: Option<String>,
+    /// How long an MCP session at the HTTP listener's `/mcp` may stay idle before it ends (and with it the agent session it joined), in milliseconds (BATON_MCP_IDLE_MS) [default: 300000]
+    #[arg(long, value_name = "MS")]
+    pub mcp_idle_ms: Option<String>,
     /// Versions of each key kept in its history, or `all`; older ones are removed in the background (BATON_HISTORY_KEEP) [default: 100]
     #[arg(long, value_name = "N")]
     pub history_keep: Option<String>,
@@ -241,6 +244,8 @@ pub struct Config {
     pub max_unauthenticated: usize,
     /// How long an HTTP(S) client may take to send a request's headers.
     pub http_header_timeout_ms: u64,
+    /// How long an MCP session at `/mcp` may stay idle before it ends.
+    pub mcp_idle_ms: u64,
     /// Unix-socket connections authenticate like network ones (`BATON_UNIX_AUTH=token`)
     /// instead of acting as admin.
     pub unix_auth_token: bool,
@@ -518,6 +523,7 @@ impl Config {
                 "BATON_HTTP_HEADER_TIMEOUT_MS",
                 &flags.http_header_timeout_ms,
             ),
+            ("BATON_MCP_IDLE_MS", &flags.mcp_idle_ms),
         ] {
             if let Some(v) = value {
                 flag_values.insert(name, v.clone());
@@ -763,6 +769,7 @@ impl Config {
             auth_timeout_ms: layers.number("BATON_AUTH_TIMEOUT_MS", 10_000, 1)?,
             max_unauthenticated: layers.number("BATON_MAX_UNAUTHENTICATED", 256, 1)?,
             http_header_timeout_ms: layers.number("BATON_HTTP_HEADER_TIMEOUT_MS", 10_000, 1)?,
+            mcp_idle_ms: layers.number("BATON_MCP_IDLE_MS", 300_000, 1)?,
             test_clock_ms: match layers.get("BATON_TEST_CLOCK_MS") {
                 None => None,
                 Some(_) => Some(layers.number("BATON_TEST_CLOCK_MS", 0i64, 0)?),

@@ -4,12 +4,49 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-/// Where batond is: its Unix socket, or a network address (plain TCP on loopback, or TLS).
+/// Where batond is: its Unix socket, or a network address (plain TCP on loopback, or TLS),
+/// or inside this very process (batond's own `/mcp`, whose bridge is a client of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     Unix(PathBuf),
     Tcp { host: String, port: u16 },
     Tls { host: String, port: u16 },
+    InProcess(Dialer),
+}
+
+/// The two halves of a byte stream to batond.
+pub type Halves = (
+    Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+);
+
+/// Opens a connection to the batond this process runs: whoever makes one (the server)
+/// serves the other end like any accepted connection, so it authenticates like one.
+#[derive(Clone)]
+pub struct Dialer(Arc<dyn Fn() -> std::io::Result<Halves> + Send + Sync>);
+
+impl Dialer {
+    pub fn new(dial: impl Fn() -> std::io::Result<Halves> + Send + Sync + 'static) -> Dialer {
+        Dialer(Arc::new(dial))
+    }
+
+    pub fn dial(&self) -> std::io::Result<Halves> {
+        (self.0)()
+    }
+}
+
+impl PartialEq for Dialer {
+    fn eq(&self, other: &Dialer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Dialer {}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dialer")
+    }
 }
 
 impl Endpoint {
@@ -60,6 +97,7 @@ impl std::fmt::Display for Endpoint {
             Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
             Endpoint::Tcp { host: h, port } => write!(f, "tcp://{}:{port}", host(h)),
             Endpoint::Tls { host: h, port } => write!(f, "tls://{}:{port}", host(h)),
+            Endpoint::InProcess(_) => f.write_str("batond (in process)"),
         }
     }
 }

@@ -407,6 +407,17 @@ fn not_authenticated(cx: &Ctx<'_>) -> Error {
 /// The grants of a live token given by its secret (an HTTP request's bearer token); None
 /// for an unknown, expired or revoked one.
 pub fn token_scopes(app: &App, secret: &str) -> Result<Option<Scopes>> {
+    Ok(live_token(app, secret)?.map(|t| t.scopes))
+}
+
+/// A live token as an HTTP request presents it: its name and grants.
+pub struct Presented {
+    pub name: String,
+    pub scopes: Scopes,
+}
+
+/// The live token given by its secret; None for an unknown, expired or revoked one.
+pub fn live_token(app: &App, secret: &str) -> Result<Option<Presented>> {
     let hash = hash_secret(secret);
     let found = app
         .store
@@ -418,7 +429,10 @@ pub fn token_scopes(app: &App, secret: &str) -> Result<Option<Scopes>> {
     if app.auth.has_ended(&token.token_id) {
         return Ok(None);
     }
-    Scopes::parse(&token.scopes).map(Some)
+    Ok(Some(Presented {
+        scopes: Scopes::parse(&token.scopes)?,
+        name: token.name,
+    }))
 }
 
 impl Method for AuthenticateParams {

@@ -75,9 +75,13 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     // The server opens the store; everything else it asks of the rules and the writer.
+    // `/mcp` serves the bridge's MCP server, a client of this daemon over an in-process
+    // connection (so the server may use `bridge` and `client`, which speak the wire only).
     (
         "server",
         &[
+            "bridge",
+            "client",
             "clock",
             "config",
             "engine",

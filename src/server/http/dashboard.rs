@@ -24,11 +24,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
-use tokio::io::{ReadHalf, WriteHalf};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, Lines};
 
-use super::super::connection::{self, Peer};
-use super::{authorized, presented, refuse, verify, Http, SESSION_COOKIE};
+use super::{authorized, in_process, presented, refuse, verify, Http, SESSION_COOKIE};
 use crate::methods::auth::token_scopes;
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -258,7 +256,7 @@ fn escape_html(text: &str) -> String {
 }
 
 /// One parameter of the query string, percent-decoded.
-fn query(uri: &Uri, name: &str) -> Option<String> {
+pub(super) fn query(uri: &Uri, name: &str) -> Option<String> {
     field(uri.query()?, name)
 }
 
@@ -681,34 +679,15 @@ async fn connect(http: &Http, headers: &HeaderMap) -> Result<Inproc, Response> {
 /// A connection to this daemon inside the process, served by `connection::serve` like a
 /// network one, so it must authenticate and its token's grants apply.
 struct Inproc {
-    lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
-    writer: WriteHalf<DuplexStream>,
+    lines: Lines<BufReader<Box<dyn AsyncRead + Send + Unpin>>>,
+    writer: Box<dyn AsyncWrite + Send + Unpin>,
     next_id: u64,
 }
 
 impl Inproc {
     /// Opens one and authenticates it with `token`; a refused token is 401.
     async fn open(http: &Http, token: &str) -> Result<Inproc, Response> {
-        let (ours, theirs) = tokio::io::duplex(64 * 1024);
-        let (reader, writer) = tokio::io::split(theirs);
-        // No descriptor: poll(2) ignores a negative one, so only EOF ends it.
-        let peer = Peer {
-            fd: -1,
-            name: "dashboard".into(),
-            admin: false,
-            // In-process: no descriptor, and authenticated by the next line.
-            unproven: None,
-            held: None,
-        };
-        tokio::spawn(connection::serve(
-            reader,
-            writer,
-            peer,
-            http.app.clone(),
-            http.shutdown.clone(),
-            http.shutdown.clone(),
-        ));
-        let (reader, writer) = tokio::io::split(ours);
+        let (reader, writer) = in_process(http, "dashboard");
         let mut conn = Inproc {
             lines: BufReader::new(reader).lines(),
             writer,

@@ -16,14 +16,17 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::client::Halves;
 use crate::methods::app::App;
-use crate::methods::auth::token_scopes;
+use crate::methods::auth::live_token;
 use crate::methods::scopes::Scopes;
 
+use super::connection::{self, Peer};
 use super::limits::Descriptors;
 use super::AcceptErrors;
 
 mod dashboard;
+mod mcp;
 mod metrics;
 
 /// How long a client may take over its TLS handshake.
@@ -87,6 +90,7 @@ pub async fn serve(
         tls: tls.is_some(),
     });
     let mut router = dashboard::routes()
+        .merge(mcp::routes(&http))
         .route("/metrics", get(metrics::metrics))
         .layer(axum::middleware::from_fn(limit_body))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
@@ -149,6 +153,33 @@ pub async fn serve(
             connections.len()
         );
     }
+}
+
+/// A connection to this daemon inside the process, served by `connection::serve` like a
+/// network one (so it must authenticate, and its token's grants apply), ending when its
+/// client half is dropped or the daemon shuts down. `name` is the peer the log shows.
+fn in_process(http: &Http, name: &str) -> Halves {
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (reader, writer) = tokio::io::split(theirs);
+    // No descriptor: poll(2) ignores a negative one, so only EOF ends it.
+    let peer = Peer {
+        fd: -1,
+        name: name.into(),
+        admin: false,
+        // In-process: no descriptor, and authenticated by its first line.
+        unproven: None,
+        held: None,
+    };
+    tokio::spawn(connection::serve(
+        reader,
+        writer,
+        peer,
+        http.app.clone(),
+        http.shutdown.clone(),
+        http.shutdown.clone(),
+    ));
+    let (reader, writer) = tokio::io::split(ours);
+    (Box::new(reader), Box::new(writer))
 }
 
 /// Serves one HTTP/1.1 connection until it closes, or gracefully until `shutdown`. A
@@ -221,6 +252,8 @@ pub(super) fn body_too_large() -> Response {
 /// Whoever presented a valid token.
 struct Visitor {
     token: String,
+    /// The token's name (who or what it was made for).
+    name: String,
     scopes: Scopes,
 }
 
@@ -260,8 +293,12 @@ fn authorized(http: &Http, headers: &HeaderMap, how: &str) -> Result<Visitor, Re
 
 /// The visitor a token stands for, if it is valid; else 401 (or 503, see [`authorized`]).
 fn verify(http: &Http, token: String) -> Result<Visitor, Refused> {
-    match tokio::task::block_in_place(|| token_scopes(&http.app, &token)) {
-        Ok(Some(scopes)) => Ok(Visitor { token, scopes }),
+    match tokio::task::block_in_place(|| live_token(&http.app, &token)) {
+        Ok(Some(found)) => Ok(Visitor {
+            token,
+            name: found.name,
+            scopes: found.scopes,
+        }),
         Ok(None) => {
             http.app.metrics.auth_failed();
             Err(Refused::new(
