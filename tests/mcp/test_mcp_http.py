@@ -12,9 +12,8 @@ from typing import Any, AsyncIterator, Iterator, Tuple
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 
 from batonproc import Daemon, running_daemon
 
@@ -216,3 +215,22 @@ def test_a_session_is_used_only_with_the_token_that_opened_it(http_daemon: Tuple
     assert "another token" in other.text, other.text
     same = httpx2.post(url, json=call, headers={**accept, "Authorization": f"Bearer {first}", "Mcp-Session-Id": session_id})
     assert "baton_set" in same.text, same.text
+
+
+def test_a_client_that_probes_with_discover_falls_back_to_a_session(http_daemon: Tuple[Daemon, str]) -> None:
+    daemon, url = http_daemon
+    secret = token(daemon, "prober", "kv:write:*", "locks:*")
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http:
+            # mode="auto" (the default) sends server/discover first; /mcp offers only the
+            # versions with a handshake, so the SDK initializes a session instead.
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                assert client.session.protocol_version == "2025-11-25"
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert names == LOCKS | STATE
+                done = await client.call_tool("baton_set", {"namespace": "d", "key": "k", "value": True, "expected_version": 0})
+                assert not done.is_error, text(done)
+
+    anyio.run(main)
+    assert daemon.call("Get", {"namespace": "d", "key": "k"})["value"] is True
