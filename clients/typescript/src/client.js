@@ -102,8 +102,17 @@ export class Client {
     let conn = this.#idle.pop();
     while (conn?.closed) conn = this.#idle.pop();
     conn ??= await this.endpoint.open();
+    let answer;
     try {
-      return await conn.send(method, params);
+      answer = conn.send(method, params);
+    } catch (err) {
+      if (!(err instanceof NotSent)) throw err;
+      // Closed while idle (batond restarted): nothing was sent; once more on a new one.
+      conn = await this.endpoint.open();
+      answer = conn.send(method, params);
+    }
+    try {
+      return await answer;
     } finally {
       if (!conn.closed) this.#idle.push(conn);
     }

@@ -158,3 +158,13 @@ test('a client reconnects by itself after batond restarts', async () => {
   assert.equal((await own.get('restart', 'k')).version, 2);
   own.close();
 });
+
+test('a waiting call after batond restarts goes out on a new connection of its own', async () => {
+  const own = new Client(daemon.socket);
+  assert.equal((await own.readInbox(await own.register('waiter', { heartbeat_ms: 0 }), { wait_ms: 1 })).messages.length, 0);
+  await daemon.restart();
+  const agent = await own.register('waiter-2', { heartbeat_ms: 0 });
+  const page = await own.readInbox(agent, { wait_ms: 1 });
+  assert.deepEqual(page.messages, []);
+  own.close();
+});
