@@ -188,6 +188,7 @@ export class Connection extends EventEmitter {
   #partial = [];
   #holds = 0;
   #error = null;
+  #corked = false;
 
   constructor(socket, endpoint) {
     super();
@@ -214,6 +215,16 @@ export class Connection extends EventEmitter {
     const id = ++this.#nextId;
     const line = `${JSON.stringify({ id, method, params })}\n`;
     const answer = new Promise((resolve, reject) => this.#pending.push({ id, method, resolve, reject }));
+    // Requests sent in the same turn of the event loop (Promise.all of many calls) leave
+    // in one write.
+    if (!this.#corked) {
+      this.#corked = true;
+      this.#socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.#socket.uncork();
+      });
+    }
     this.#socket.write(line);
     this.#refresh();
     return answer;

@@ -256,8 +256,3 @@ export class TaskNode extends Held {
     await this.#beat?.stop();
   }
 }
-
-if (Symbol.asyncDispose === undefined) {
-  // Node 18 before 18.18 has no Symbol.asyncDispose: `await using` needs a newer Node.
-  for (const Class of [Lease, Agent]) delete Class.prototype[undefined];
-}
