@@ -29,8 +29,9 @@ export function fenceParam(fence) {
 const sessionOf = (agent) => (typeof agent === 'string' ? agent : agent.session_id);
 const nodeLease = (node) => ({ task_id: node.task_id, node_id: node.node_id, lease_id: node.lease_id });
 
-/** Seconds-scale random pause before retry `attempt` of a conflicting update: random (so
- * writers that collided do not collide again in step), growing, at most 50 ms. */
+/** The pause before retry `attempt` (1, 2, ...) of a conflicting update, as the Python
+ * client's: random (so writers that collided do not collide again in step), growing, at
+ * most 50 ms. */
 const retryPause = (attempt) => new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
 
 export class Client {

@@ -1,6 +1,6 @@
 // The package as a user gets it and the Node example as a user runs it: `npm install` of
 // clients/typescript into a fresh project (a packed copy, so what package.json's `files`
-// leaves out is missing there too; no network: the package has no dependencies), then
+// leaves out is missing there too; --offline: the package has no dependencies), then
 // scripts/examples/node_worker/worker.mjs run in that project against a real batond.
 
 import { test, before, after } from 'node:test';
@@ -22,7 +22,7 @@ before(async () => {
   daemon = await Daemon.start();
   project = mkdtempSync(join(tmpdir(), 'baton-tsclient-project-'));
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'my-agents', private: true, type: 'module' }));
-  await run('npm', ['install', '--no-audit', '--no-fund', '--install-links', PACKAGE], { cwd: project, timeout: 120_000 });
+  await run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--install-links', PACKAGE], { cwd: project, timeout: 120_000 });
 });
 after(async () => {
   await daemon?.remove();

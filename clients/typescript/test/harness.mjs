@@ -14,6 +14,11 @@ import { join, resolve } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
+// The tests say where batond is; a developer's own settings must not change that.
+for (const name of ['BATON_URL', 'BATON_TOKEN', 'BATON_TLS_CA', 'BATON_TLS_CLIENT_CERT', 'BATON_TLS_CLIENT_KEY', 'BATON_SOCKET_PATH', 'BATON_HOME']) {
+  delete process.env[name];
+}
+
 export const PACKAGE = resolve(fileURLToPath(import.meta.url), '..', '..');
 export const ROOT = resolve(PACKAGE, '..', '..');
 export const BIN_DIR = process.env.BATON_BIN_DIR ?? join(ROOT, 'target', 'debug');
