@@ -228,15 +228,16 @@ fn untyped_any(schema: &mut Value) {
 
 /// A write's `fence`: the `fence` baton_claim returns (`{resource_key, lease_id}`), or a
 /// claim's `{resource_key, fencing_token}`; batond refuses a fence that names both or
-/// neither, saying so.
+/// neither, saying so. Three of the default tools take it, so its words are few: the
+/// field names say what baton_claim's answer holds.
 pub fn fence() -> Value {
     json!({
         "type": "object",
-        "description": "The fence baton_claim returned ({resource_key, lease_id}), passed as it is: the write is applied only while that claim is live, else refused with nothing written. {resource_key, fencing_token} instead applies it while no newer claim was granted.",
+        "description": "The fence baton_claim returned, as it is: the write applies only while that claim is live, else nothing is written (with fencing_token instead of lease_id: while no newer claim exists).",
         "properties": {
-            "resource_key": {"type": "string", "description": "The claimed resource, as baton_claim returned it."},
-            "lease_id": {"type": "string", "description": "The lease_id baton_claim gave you."},
-            "fencing_token": {"type": "integer", "minimum": 0, "description": "Instead of lease_id: the fencing_token baton_claim gave you."}
+            "resource_key": {"type": "string"},
+            "lease_id": {"type": "string"},
+            "fencing_token": {"type": "integer", "minimum": 0}
         },
         "required": ["resource_key"],
         "additionalProperties": false
