@@ -632,3 +632,32 @@ def test_any_json_is_typed_in_inputs_and_untyped_in_outputs(daemon: Daemon) -> N
         for value in ANY_JSON:
             instance = {**record, "value": value} if "properties" in schema else value
             assert validator.is_valid(instance), (schema, value)
+
+
+# What a model reads of tools/list: each tool's name, description and input schema, as a
+# host hands them to a model API, in compact JSON. Tokens are approximated as chars/4,
+# which over-counts OpenAI's o200k_base and cl100k_base tokenizers on these schemas by
+# about a tenth (scripts/bench mcp prints both): a bound that holds for them too.
+DEFAULT_TOOLS_TOKEN_BUDGET = 3000
+
+
+def approx_tokens_read_by_a_model(tools: list[Any]) -> int:
+    read = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
+    return len(json.dumps(read, separators=(",", ":"))) // 4
+
+
+def test_the_default_tools_cost_a_model_under_3000_tokens(daemon: Daemon) -> None:
+    async def main() -> tuple[int, int]:
+        async with Client(bridge_params(daemon.socket)) as client:
+            tools = (await client.list_tools()).tools
+        assert {t.name for t in tools} == LOCKS | STATE
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as client:
+            everything = (await client.list_tools()).tools
+        return approx_tokens_read_by_a_model(tools), approx_tokens_read_by_a_model(everything)
+
+    default, everything = run(main())
+    assert default <= DEFAULT_TOOLS_TOKEN_BUDGET, (
+        f"the default tools cost ~{default} tokens (chars/4); trim descriptions back under {DEFAULT_TOOLS_TOKEN_BUDGET}"
+    )
+    assert default < everything
+
