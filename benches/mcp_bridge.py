@@ -68,7 +68,7 @@ def attr(obj: Any, snake: str, camel: str) -> Any:
 
 async def check_result(session: ClientSession, name: str, result: Any) -> None:
     """The SDK's own check of a result against the cached outputSchema of `name`."""
-    check = getattr(session, "validate_tool_result", None) or session._validate_tool_result
+    check = getattr(session, "validate_tool_result", None) or getattr(session, "_validate_tool_result")
     await check(name, result)
 
 
@@ -139,6 +139,7 @@ async def measure(transport: Transport, calls: int, errlog: TextIO) -> list[tupl
         # A baton_get result checked against its outputSchema, as served and as it was.
         _, result = await timed(session, "baton_get", get)
         served = session._tool_output_schemas["baton_get"]
+        assert served is not None, "baton_get has no outputSchema"
         before = with_typed_any(served)
         assert before != served, "baton_get's outputSchema has no untyped field: nothing to compare"
         cache_schema(session, "baton_get@served", served)
