@@ -253,9 +253,9 @@ pub fn strings(description: &str) -> Value {
 ///
 /// Its any-JSON fields carry no type: clients check every result against this schema,
 /// and the MCP Python SDK 1.x (what LangChain's adapters install) compiles it again for
-/// each result, checking it against the 2020-12 metaschema, which costs in proportion
-/// to its subschemas: the six branches of `any` made that 2.4x slower for a baton_get
-/// result (scripts/bench mcp, docs/performance.md "MCP").
+/// each result, checking it against the 2020-12 metaschema at a cost that grows with its
+/// subschemas: with the six branches of `any`, a baton_get result's check took 2.3 times
+/// as long (docs/performance.md, "MCP").
 pub fn output(required: &[&str], properties: Value) -> Value {
     let mut schema = json!({"type": "object", "properties": properties, "required": required});
     untyped_any(&mut schema);
