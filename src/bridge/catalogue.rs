@@ -25,7 +25,8 @@ use crate::protocol::Request;
 
 const NAMESPACE: &str = "The value's namespace, e.g. a project name.";
 const KEY: &str = "The value's key in the namespace.";
-const RESOURCE_KEY: &str = "kind:name, e.g. file:src/lib.rs (relative to the workspace), dir:src or tool:cargo.";
+const RESOURCE_KEY: &str =
+    "kind:name, e.g. file:src/lib.rs (relative to the workspace), dir:src or tool:cargo.";
 const LEASE_ID: &str = "The lease_id you got from baton_claim.";
 const TASK_ID: &str = "The task's id (from baton_task_register or baton_task_next).";
 const NODE_ID: &str = "The node's id (from baton_task_next).";
