@@ -1,19 +1,67 @@
 // mcp-bridge round trips with the official MCP TypeScript SDK (the one most MCP hosts are
-// built on): sequential baton_get and baton_set calls through one bridge session against
-// a fresh release batond, as benches/mcp_bridge.py does with the Python SDK.
+// built on): sequential baton_get and baton_set calls through one session against a fresh
+// release batond, as benches/mcp_bridge.py does with the Python SDK; and what checking a
+// baton_get result against its outputSchema costs this SDK's own validator, with the
+// schema as served and in its form before issue 39 (any-JSON fields as a six-branch anyOf).
 // Usage: BATON_BIN_DIR=target/release node benches/mcp_bridge.mjs [CALLS]
 // The SDK comes from tests/ts/node_modules (scripts/test or scripts/bench installs it).
 
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
 import { Daemon, connect } from '../tests/ts/harness.mjs';
 
+// The SDK as tests/ts installed it (this file is outside that package): its validator
+// with the options the client uses by default.
+const require = createRequire(new URL('../tests/ts/package.json', import.meta.url));
+const { AjvJsonSchemaValidator } = require('@modelcontextprotocol/sdk/validation/ajv');
+const sdkPackage = new URL('../tests/ts/node_modules/@modelcontextprotocol/sdk/package.json', import.meta.url);
+const sdkVersion = JSON.parse(readFileSync(sdkPackage, 'utf8')).version;
 const calls = Number(process.argv[2] ?? 1000);
-const median = (xs) => xs[Math.floor(xs.length / 2)];
-const p99 = (xs) => xs[Math.floor(xs.length * 0.99)];
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const p99 = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.99)];
+const ANY_JSON_BRANCHES = ['object', 'array', 'string', 'number', 'boolean', 'null'].map((type) => ({ type }));
+
+/**
+ * A connected client for a transport description: `{ kind: 'stdio', socket, args }` (an
+ * mcp-bridge for the daemon's socket). Streamable HTTP goes here as
+ * `{ kind: 'http', url, token }` with the SDK's StreamableHTTPClientTransport.
+ */
+async function openSession(transport) {
+  if (transport.kind !== 'stdio') throw new Error(`benches/mcp_bridge.mjs: no ${transport.kind} transport yet (stdio only)`);
+  return connect(transport.socket, ...(transport.args ?? []));
+}
+
+/** `schema` with each untyped property given the six typed branches (the form before issue 39). */
+function withTypedAny(schema) {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return schema;
+  const out = { ...schema };
+  if (schema.properties) {
+    out.properties = Object.fromEntries(
+      Object.entries(schema.properties).map(([name, p]) => [
+        name,
+        withTypedAny('type' in p || 'anyOf' in p ? p : { ...p, anyOf: ANY_JSON_BRANCHES }),
+      ]),
+    );
+  }
+  return out;
+}
+
+/** Median cost of one call of `check`, in ms, over batches of 1,000. */
+function perCall(check, batches) {
+  const times = [];
+  for (let b = 0; b < batches; b++) {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < 1000; i++) check();
+    times.push(Number(process.hrtime.bigint() - start) / 1e6 / 1000);
+  }
+  return median(times);
+}
 
 const daemon = await Daemon.start();
 let client;
 try {
-  client = await connect(daemon.socket);
+  client = await openSession({ kind: 'stdio', socket: daemon.socket });
   const call = async (name, args) => {
     const result = await client.callTool({ name, arguments: args });
     if (result.isError) throw new Error(`${name} failed: ${JSON.stringify(result.content)}`);
@@ -28,21 +76,36 @@ try {
     result = await call('baton_get', { namespace: 'bench', key: 'k' });
     gets.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
-  let version = result.structuredContent.version;
+  const got = result.structuredContent;
+  let version = got.version;
   for (let i = 0; i < calls; i++) {
     const start = process.hrtime.bigint();
     result = await call('baton_set', { namespace: 'bench', key: 'k', value: { usd: version }, expected_version: version });
     sets.push(Number(process.hrtime.bigint() - start) / 1e6);
     version = result.structuredContent.version;
   }
-  gets.sort((a, b) => a - b);
-  sets.sort((a, b) => a - b);
+  // The check the client runs on every baton_get result: the validator it compiled from
+  // tools/list, against the same SDK validator compiled from the form before issue 39.
+  const served = client.getToolOutputValidator('baton_get');
+  const before = new AjvJsonSchemaValidator().getValidator(withTypedAny(client.baton.tools.baton_get.outputSchema));
+  if (!served(got).valid || !before(got).valid) throw new Error('a baton_get result does not match its outputSchema');
+  const batches = Math.max(calls / 50, 4);
+  let now = 0;
+  let then = 0;
+  for (let turn = 0; turn < 4; turn++) {
+    now += perCall(() => served(got), batches / 4);
+    then += perCall(() => before(got), batches / 4);
+  }
+  now /= 4;
+  then /= 4;
+  const label = `MCP (TS SDK ${sdkVersion})`;
   const rows = [
-    [`MCP (TS SDK) baton_get, ${calls} seq.`, `median ${median(gets).toFixed(2)} ms, p99 ${p99(gets).toFixed(2)} ms`, 'median <= 1.5 ms', median(gets) <= 1.5],
-    [`MCP (TS SDK) baton_set, ${calls} seq.`, `median ${median(sets).toFixed(2)} ms, p99 ${p99(sets).toFixed(2)} ms`, 'median <= 3 ms', median(sets) <= 3],
+    [`${label} baton_get, ${calls} seq.`, `median ${median(gets).toFixed(2)} ms, p99 ${p99(gets).toFixed(2)} ms`, 'median <= 1.5 ms', median(gets) <= 1.5],
+    [`${label} baton_set, ${calls} seq.`, `median ${median(sets).toFixed(2)} ms, p99 ${p99(sets).toFixed(2)} ms`, 'median <= 3 ms', median(sets) <= 3],
+    [`${label} check of a baton_get result`, `${(then * 1e3).toFixed(2)} us before, ${(now * 1e3).toFixed(2)} us now (${(then / now).toFixed(1)}x)`, 'now <= before', now <= then],
   ];
   for (const [name, figure, target, ok] of rows) {
-    console.log(`${name.padEnd(36)} ${figure.padEnd(48)} ${target.padEnd(18)} ${ok ? 'PASS' : 'MISS'}`);
+    console.log(`${name.padEnd(44)} ${figure.padEnd(54)} ${target.padEnd(18)} ${ok ? 'PASS' : 'MISS'}`);
   }
 } finally {
   await client?.close();

@@ -23,9 +23,10 @@ use crate::protocol::tasks::{
 };
 use crate::protocol::Request;
 
-const NAMESPACE: &str = "Namespace of the value, e.g. the project or workflow name.";
-const KEY: &str = "Key of the value within the namespace.";
-const RESOURCE_KEY: &str = "kind:name of the resource: file:PATH (relative to the workspace), dir:PATH (the whole tree), or any kind:name such as tool:cargo or artifact:docs/api.json.";
+const NAMESPACE: &str = "The value's namespace, e.g. a project name.";
+const KEY: &str = "The value's key in the namespace.";
+const RESOURCE_KEY: &str =
+    "kind:name, e.g. file:src/lib.rs (relative to the workspace), dir:src or tool:cargo.";
 const LEASE_ID: &str = "The lease_id you got from baton_claim.";
 const TASK_ID: &str = "The task's id (from baton_task_register or baton_task_next).";
 const NODE_ID: &str = "The node's id (from baton_task_next).";
@@ -62,13 +63,13 @@ pub fn catalogue() -> Vec<Tool> {
             method: AcquireResourceLockParams::METHOD,
             kind: Kind::Claim,
             title: "Claim a resource",
-            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. file:PATH locks a file, dir:PATH a whole tree (it conflicts with every file: and dir: lock inside it), any other kind:name is opaque (tool:cargo, artifact:docs). status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: work on something else and come back, call baton_wait, or claim again with wait_ms to queue for it. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. Pass the `fence` this returns, as it is, to every write that depends on the claim (baton_set, baton_delete, baton_txn ops, baton_task_complete, baton_publish): if your claim is lost meanwhile (it expired during a long step, and someone else took the resource), the write is refused and nothing is written, instead of landing over the new holder's work. fencing_token numbers claims in the order they were granted (it only grows): pass yours to whatever stores your result outside Baton (a database row, an artifact, a deploy), so that a write from a claim that has since been lost, and overtaken by a newer one, can be refused there too.",
+            description: "Claim exclusive use of one resource right before you change it, and release it with baton_release right after. dir:PATH conflicts with every file: and dir: claim inside it. status acquired gives a lease_id; status already_held means you hold it already (same lease). An error with status busy means someone else holds it: do something else and come back, call baton_wait, or claim with wait_ms to queue. The lease lasts ttl_secs (default 300) and ends when this MCP session ends; on long work call baton_heartbeat before expires_at. `previous` says what the last holder did (e.g. modified): re-read the resource before changing it. Pass the `fence` this returns to every write that depends on the claim (baton_set, baton_delete, baton_txn ops, baton_task_complete, baton_publish): if the claim is lost meanwhile (it expired and someone else took it), the write is refused instead of landing over the new holder's work. fencing_token only grows: pass it to whatever stores your result outside Baton, so a write from a lost claim can be refused there too.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
-                ("ttl_secs", bounded("Lease length in seconds, 1 to 604800 (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
-                ("wait_ms", bounded("If held, queue up to this many milliseconds (at most 3600000) for it, first come first served, instead of answering busy at once.", 0, MAX_WAIT_MS), false),
+                ("ttl_secs", bounded("Lease length in seconds (default 300); heartbeat to extend.", 1, MAX_LOCK_TTL_SECS), false),
+                ("wait_ms", bounded("If held, queue for it up to this many ms, first come first served, instead of answering busy.", 0, MAX_WAIT_MS), false),
                 ("metadata", object("Anything other agents should see about your claim, e.g. {\"intent\": \"refactor\"}."), false),
-                ("mode", json!({"type": "string", "enum": ["exclusive", "shared"], "description": "exclusive (default) when you change the resource; shared when you only read it and others may read it too (an exclusive claim then waits for all readers)."}), false),
+                ("mode", json!({"type": "string", "enum": ["exclusive", "shared"], "description": "exclusive (default) to change the resource; shared to only read it, alongside other readers (an exclusive claim waits for them all)."}), false),
                 ("slots", bounded("For a shared tool or budget (not file:/dir:): up to this many claimants at once, e.g. tool:cargo-build with 2. Everyone must pass the same number.", 1, 1000), false),
             ],
             output: output(&["status", "resource_key"], json!({
@@ -95,7 +96,7 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
                 ("lease_id", string(LEASE_ID), true),
-                ("ttl_secs", bounded("New lease length from now, in seconds, 1 to 604800 (default: the claim's).", 1, MAX_LOCK_TTL_SECS), false),
+                ("ttl_secs", bounded("New lease length from now, in seconds (default: the claim's).", 1, MAX_LOCK_TTL_SECS), false),
             ],
             output: output(&["expires_at"], json!({"expires_at": {"type": "string"}, "remaining_ms": {"type": "integer"}})),
             read_only: false,
@@ -144,10 +145,10 @@ pub fn catalogue() -> Vec<Tool> {
             method: WaitResourceLockParams::METHOD,
             kind: Kind::Wait,
             title: "Wait until a resource is free",
-            description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder (its owner, expiry and fencing_token, the number its writes carry). Stops when you cancel the call.",
+            description: "Wait up to timeout_ms until a held resource is free, without claiming it; then claim it with baton_claim (someone else may be quicker). Returns status available, or timeout with the current holder (owner, expiry, fencing_token). Stops when you cancel the call.",
             params: vec![
                 ("resource_key", string(RESOURCE_KEY), true),
-                ("timeout_ms", bounded("How long to wait, in milliseconds (at most 3600000).", 0, MAX_WAIT_MS), true),
+                ("timeout_ms", bounded("How long to wait, in milliseconds.", 0, MAX_WAIT_MS), true),
             ],
             output: output(&["status"], json!({
                 "status": {"type": "string", "enum": ["available", "timeout"]},
@@ -164,11 +165,11 @@ pub fn catalogue() -> Vec<Tool> {
             method: ListResourceLocksParams::METHOD,
             kind: Kind::Plain,
             title: "List live leases",
-            description: "List live leases: who holds which resource, until when, and each holder's fencing_token (the number that holder's writes carry; a store that checks it refuses writes from older claims). Optionally only those under a resource prefix or of one owner. It never shows lease ids: release your own claims with the lease_id baton_claim gave you.",
+            description: "List live leases: who holds which resource, until when, and each holder's fencing_token (the number its writes carry). Optionally only under a resource prefix or of one owner. It never shows lease ids: release your own claims with the lease_id baton_claim gave you.",
             params: vec![
                 ("prefix", string("Only resource keys starting with this, e.g. file:src/."), false),
                 ("owner", string("Only leases of this owner."), false),
-                ("limit", bounded("At most this many leases, 1 to 1000 (default 1000).", 1, MAX_PAGE), false),
+                ("limit", bounded("At most this many leases (default 1000).", 1, MAX_PAGE), false),
                 ("after", string("The next of the previous page."), false),
             ],
             output: output(&["locks"], json!({"locks": {"type": "array", "items": {"type": "object"}}, "next": any("Pass it as after for the next page (null on the last).")})),
@@ -183,7 +184,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: GetParams::METHOD,
             kind: Kind::Plain,
             title: "Read a shared value",
-            description: "Read a shared value and its version. Read before you write: pass this version as expected_version to baton_set, and read again whenever baton_set reports a conflict. found false means the key does not exist (create it with expected_version 0).",
+            description: "Read a shared value and its version: pass that version as expected_version to baton_set, and read again whenever baton_set reports a conflict. found false means no such key (create it with expected_version 0).",
             params: vec![("namespace", string(NAMESPACE), true), ("key", string(KEY), true)],
             output: output(&["found", "namespace", "key"], record.clone()),
             read_only: true,
@@ -196,11 +197,11 @@ pub fn catalogue() -> Vec<Tool> {
             method: SetParams::METHOD,
             kind: Kind::Guarded,
             title: "Write a shared value",
-            description: "Write a shared value safely: read it with baton_get, work, then write with expected_version = the version you read (0 to create a new key). If someone wrote it meanwhile you get an error with the current version and value: merge your change into that value and retry with its version. expected_version is required; force true overwrites blindly (last writer wins) and is only for values nobody else edits. When the write depends on a claim, pass the fence baton_claim gave you: a write from a lost claim is refused.",
+            description: "Write a shared value safely: read it with baton_get, work, then write with expected_version = the version you read (0 to create a new key). If someone wrote it meanwhile you get an error with the current version and value: merge your change into that value and retry with its version. expected_version is required; force true overwrites blindly (last writer wins) and is only for values nobody else edits.",
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("key", string(KEY), true),
-                ("value", any("The new value: any JSON (object, array, string, number, boolean or null)."), true),
+                ("value", any("The new value (any JSON)."), true),
                 ("expected_version", integer("The version you read with baton_get; 0 = create only."), false),
                 ("force", boolean("Write without a version check (last writer wins)."), false),
                 ("fence", fence(), false),
@@ -243,7 +244,7 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("prefix", string("Only keys starting with this."), false),
-                ("limit", bounded("At most this many, 1 to 1000 (default 100).", 1, MAX_PAGE), false),
+                ("limit", bounded("At most this many (default 100).", 1, MAX_PAGE), false),
                 ("after", string("The next of the previous page."), false),
             ],
             output: output(&["records"], json!({"records": {"type": "array", "items": {"type": "object"}}, "next": any("Pass it as after for the next page (null on the last)."), "next_after": any("The same as next (its older name).")})),
@@ -261,7 +262,7 @@ pub fn catalogue() -> Vec<Tool> {
             params: vec![
                 ("namespace", string(NAMESPACE), true),
                 ("key", string(KEY), true),
-                ("limit", bounded("At most this many versions, 1 to 1000 (default 100).", 1, MAX_PAGE), false),
+                ("limit", bounded("At most this many versions (default 100).", 1, MAX_PAGE), false),
                 ("before_version", integer("Only versions older than this (to page)."), false),
                 ("after", integer("The next of the previous page: older versions than it."), false),
             ],
@@ -276,7 +277,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: TxnParams::METHOD,
             kind: Kind::Attributed("updated_by"),
             title: "Change several values atomically",
-            description: "Change several values at once, all or nothing: every compare must hold (version = the one you read with baton_get; 0 = must not exist), else nothing is written and the error lists the compares that failed, so re-read those keys and retry. An op that depends on a claim carries the fence baton_claim gave you: if the claim was lost, nothing at all is written.",
+            description: "Change several values at once, all or nothing: every compare must hold (version = the one you read with baton_get; 0 = must not exist), else nothing is written and the error lists the compares that failed, so re-read those keys and retry. An op's fence (from baton_claim) must hold too.",
             params: vec![
                 ("compare", json!({"type": "array", "description": "Versions that must hold.", "items": {
                     "type": "object",
@@ -284,7 +285,7 @@ pub fn catalogue() -> Vec<Tool> {
                     "required": ["namespace", "key", "version"], "additionalProperties": false}}), false),
                 ("ops", json!({"type": "array", "description": "Writes to apply.", "items": {
                     "type": "object",
-                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": any("For set: the new value (any JSON)."), "fence": fence()},
+                    "properties": {"op": {"type": "string", "enum": ["set", "delete"]}, "namespace": {"type": "string"}, "key": {"type": "string"}, "value": any("For set: the new value."), "fence": fence()},
                     "required": ["op", "namespace", "key"], "additionalProperties": false}}), true),
             ],
             output: output(&["revision", "results"], json!({"revision": {"type": "integer"}, "results": {"type": "array", "items": {"type": "object"}}})),

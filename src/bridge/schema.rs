@@ -187,8 +187,13 @@ pub fn bounded(description: &str, min: u64, max: u64) -> Value {
     json!({"type": "integer", "minimum": min, "maximum": max, "description": description})
 }
 
-/// Any JSON value, typed so strict validators accept it: one branch per JSON type (a
-/// `type` array would need ajv's allowUnionTypes and is refused by some clients).
+/// Any JSON value as an input property: typed, since a host may hand the input schema to
+/// a model API that wants a type on every property (and the contract says so), one
+/// branch per JSON type because a `type` array is refused by Gemini's function
+/// declarations (a 400 for every request that lists the tool) and by ajv in strict mode.
+/// The MCP Inspector (0.x/1.x and 2.x alike) shows such a field as a JSON editor, so
+/// any value can be sent from it. An output schema holds the same field without the
+/// branches (see `output`).
 pub fn any(description: &str) -> Value {
     let mut schema = any_json();
     schema["description"] = json!(description);
@@ -202,17 +207,37 @@ fn any_json() -> Value {
     ]})
 }
 
+/// `schema` with every any-JSON field made by `any` reduced to its annotations (an
+/// untyped schema admits exactly every JSON value, as the branches did).
+fn untyped_any(schema: &mut Value) {
+    let branches = any_json()["anyOf"].take();
+    fn walk(schema: &mut Value, branches: &Value) {
+        match schema {
+            Value::Object(map) => {
+                if map.get("anyOf") == Some(branches) {
+                    map.remove("anyOf");
+                }
+                map.values_mut().for_each(|v| walk(v, branches));
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, branches)),
+            _ => {}
+        }
+    }
+    walk(schema, &branches);
+}
+
 /// A write's `fence`: the `fence` baton_claim returns (`{resource_key, lease_id}`), or a
 /// claim's `{resource_key, fencing_token}`; batond refuses a fence that names both or
-/// neither, saying so.
+/// neither, saying so. Three of the default tools take it, so its words are few: the
+/// field names say what baton_claim's answer holds.
 pub fn fence() -> Value {
     json!({
         "type": "object",
-        "description": "The fence baton_claim returned ({resource_key, lease_id}), passed as it is: the write is applied only while that claim is live, else refused with nothing written. {resource_key, fencing_token} instead applies it while no newer claim was granted.",
+        "description": "The fence baton_claim returned, as it is: the write applies only while that claim is live, else nothing is written (with fencing_token instead of lease_id: while no newer claim exists).",
         "properties": {
-            "resource_key": {"type": "string", "description": "The claimed resource, as baton_claim returned it."},
-            "lease_id": {"type": "string", "description": "The lease_id baton_claim gave you."},
-            "fencing_token": {"type": "integer", "minimum": 0, "description": "Instead of lease_id: the fencing_token baton_claim gave you."}
+            "resource_key": {"type": "string"},
+            "lease_id": {"type": "string"},
+            "fencing_token": {"type": "integer", "minimum": 0}
         },
         "required": ["resource_key"],
         "additionalProperties": false
@@ -225,6 +250,61 @@ pub fn strings(description: &str) -> Value {
 
 /// An output schema: an object with these properties, the listed ones always present.
 /// Other properties are allowed, so the daemon may add fields without breaking clients.
+///
+/// Its any-JSON fields carry no type: clients check every result against this schema,
+/// and the MCP Python SDK 1.x (what LangChain's adapters install) compiles it again for
+/// each result, checking it against the 2020-12 metaschema at a cost that grows with its
+/// subschemas: with the six branches of `any`, a baton_get result's check took 2.3 times
+/// as long (docs/performance.md, "MCP").
 pub fn output(required: &[&str], properties: Value) -> Value {
-    json!({"type": "object", "properties": properties, "required": required})
+    let mut schema = json!({"type": "object", "properties": properties, "required": required});
+    untyped_any(&mut schema);
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ANY: [&str; 7] = [
+        "{\"a\": [1]}",
+        "[1, \"x\"]",
+        "\"text\"",
+        "1.5",
+        "-2",
+        "true",
+        "null",
+    ];
+
+    #[test]
+    fn any_json_is_typed_in_an_input_and_untyped_in_an_output() {
+        let input = any("The new value.");
+        assert_eq!(input["anyOf"].as_array().map(Vec::len), Some(6));
+        for value in ANY {
+            let value: Value = serde_json::from_str(value).unwrap();
+            assert_eq!(check(&input, &value, "value"), Ok(()), "{value}");
+        }
+        let out = output(
+            &["value"],
+            json!({"value": any("The stored value."), "n": integer("A count.")}),
+        );
+        assert_eq!(
+            out["properties"]["value"],
+            json!({"description": "The stored value."})
+        );
+        assert_eq!(out["properties"]["n"], integer("A count."));
+        // A nested any-JSON field loses its branches too; other anyOfs stay.
+        let nested = output(
+            &[],
+            json!({"x": {"type": "object", "properties": {"v": any("v")}}, "to": {"anyOf": [{"type": "string"}, {"type": "null"}]}}),
+        );
+        assert_eq!(
+            nested["properties"]["x"]["properties"]["v"],
+            json!({"description": "v"})
+        );
+        assert_eq!(
+            nested["properties"]["to"]["anyOf"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
 }

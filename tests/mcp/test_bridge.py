@@ -590,3 +590,74 @@ def test_the_bridge_logs_no_lease_id_even_at_debug(daemon: Daemon, tmp_path: Any
     log = log_path.read_text()
     assert "client initialized" in log, "logging was on"
     assert lease_id not in log
+
+
+ANY_JSON = [{"a": [1, None]}, [1, "x"], "text", 1.5, -2, True, None]
+
+
+def test_any_json_is_typed_in_inputs_and_untyped_in_outputs(daemon: Daemon) -> None:
+    """An input property always has a type (one anyOf branch per JSON type: a `type` array
+    is refused by Gemini's function declarations); an any-JSON output field has none, since
+    the Python SDK 1.x compiles the outputSchema again for every result and the branches
+    made that the larger part of a baton_get call. Both admit exactly every JSON value."""
+    from jsonschema import Draft202012Validator
+
+    def any_json_branches(schema: Any) -> bool:
+        return isinstance(schema.get("anyOf"), list) and {b.get("type") for b in schema["anyOf"]} == {
+            "object", "array", "string", "number", "boolean", "null",
+        }
+
+    def branched(schema: Any) -> list[Any]:
+        """The subschemas of `schema` (itself included) that list the six branches."""
+        if isinstance(schema, dict):
+            return [schema] * any_json_branches(schema) + [b for v in schema.values() for b in branched(v)]
+        if isinstance(schema, list):
+            return [b for v in schema for b in branched(v)]
+        return []
+
+    async def main() -> dict[str, Any]:
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as client:
+            return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = run(main())
+    for tool in tools.values():
+        assert not branched(tool.output_schema), (tool.name, branched(tool.output_schema))
+    value_in = tools["baton_set"].input_schema["properties"]["value"]
+    assert any_json_branches(value_in)
+    value_out = tools["baton_get"].output_schema["properties"]["value"]
+    assert "type" not in value_out and "anyOf" not in value_out and value_out["description"]
+    record = {"found": True, "namespace": "n", "key": "k", "version": 1, "updated_by": None}
+    for schema in (value_in, tools["baton_get"].output_schema):
+        validator = Draft202012Validator(schema)
+        for value in ANY_JSON:
+            instance = {**record, "value": value} if "properties" in schema else value
+            assert validator.is_valid(instance), (schema, value)
+
+
+# What a model reads of tools/list: each tool's name, description and input schema, as a
+# host hands them to a model API, in compact JSON. Tokens are approximated as chars/4,
+# which over-counts OpenAI's o200k_base and cl100k_base tokenizers on these schemas by
+# about a tenth (scripts/bench mcp prints both): a bound that holds for them too.
+DEFAULT_TOOLS_TOKEN_BUDGET = 3000
+
+
+def approx_tokens_read_by_a_model(tools: list[Any]) -> int:
+    read = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools]
+    return len(json.dumps(read, separators=(",", ":"))) // 4
+
+
+def test_the_default_tools_cost_a_model_under_3000_tokens(daemon: Daemon) -> None:
+    async def main() -> tuple[int, int]:
+        async with Client(bridge_params(daemon.socket)) as client:
+            tools = (await client.list_tools()).tools
+        assert {t.name for t in tools} == LOCKS | STATE
+        async with Client(bridge_params(daemon.socket, "--tools", "all")) as client:
+            everything = (await client.list_tools()).tools
+        return approx_tokens_read_by_a_model(tools), approx_tokens_read_by_a_model(everything)
+
+    default, everything = run(main())
+    assert default <= DEFAULT_TOOLS_TOKEN_BUDGET, (
+        f"the default tools cost ~{default} tokens (chars/4); trim descriptions back under {DEFAULT_TOOLS_TOKEN_BUDGET}"
+    )
+    assert default < everything
+

@@ -1,6 +1,7 @@
 // mcp-bridge's tool schemas as strict clients see them: every input and output schema
 // compiles with ajv in strict mode (as the TypeScript SDK compiles outputSchema, but
-// stricter), every input property has a type, and the daemon's limits are stated.
+// stricter), every input property has a type, and the daemon's limits are stated; an
+// any-JSON output field has no type (clients check every result against it).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -80,5 +81,25 @@ test('input schemas state the daemon limits', () => {
   assert.deepEqual(props('baton_release').outcome.enum, ['released', 'modified', 'created', 'deleted', 'moved', 'abandoned']);
   for (const tool of Object.values(client.baton.tools)) {
     assert.equal(tool.inputSchema.additionalProperties, false, tool.name);
+  }
+});
+
+test('any-JSON output fields carry no type and admit every JSON value, with this SDK\'s validator too', async () => {
+  const { AjvJsonSchemaValidator } = await import('@modelcontextprotocol/sdk/validation/ajv');
+  // The subschemas (the schema itself included) that list a branch per JSON type.
+  const branched = (schema) => {
+    if (schema === null || typeof schema !== 'object') return [];
+    const own = Array.isArray(schema.anyOf) && schema.anyOf.length === 6 ? [schema] : [];
+    return own.concat(Object.values(schema).flatMap(branched));
+  };
+  for (const tool of Object.values(client.baton.tools)) {
+    assert.deepEqual(branched(tool.outputSchema), [], `${tool.name} outputSchema`);
+  }
+  const schema = client.baton.tools.baton_get.outputSchema;
+  assert.deepEqual(Object.keys(schema.properties.value), ['description']);
+  const checks = [strictAjv().compile(schema), (v) => new AjvJsonSchemaValidator().getValidator(schema)(v).valid];
+  for (const value of [{ a: [1, null] }, [1, 'x'], 'text', 1.5, -2, true, null]) {
+    const record = { found: true, namespace: 'n', key: 'k', version: 1, value, updated_by: null };
+    for (const check of checks) assert.ok(check(record), JSON.stringify(value));
   }
 });
