@@ -107,6 +107,10 @@ pub async fn serve(
             accepted = listener.accept(), if paused.is_none() => match accepted {
                 Ok((tcp, _)) => {
                     errors.succeeded();
+                    // Answers go out in several writes (headers, then each SSE event of an
+                    // MCP call's stream): without this, Nagle's algorithm holds the last
+                    // one for the client's delayed ACK, 40 ms a call.
+                    let _ = tcp.set_nodelay(true);
                     tcp
                 }
                 Err(err) => {
