@@ -179,13 +179,24 @@ fn the_guard_takes_the_agent_from_baton_agent_and_fails_open_unless_strict() {
     let mut bench = Bench::new();
     bench.hold("file:src/a.rs", "alice");
     let input = bench.fixture("gemini", "before_tool_write_file.json");
-    let out = bench.run_env(&["guard", "hook", "gemini"], &input, &[("BATON_AGENT", "alice")]);
-    assert!(stdout(&out).trim().is_empty(), "BATON_AGENT names the holder: {out:?}");
+    let out = bench.run_env(
+        &["guard", "hook", "gemini"],
+        &input,
+        &[("BATON_AGENT", "alice")],
+    );
+    assert!(
+        stdout(&out).trim().is_empty(),
+        "BATON_AGENT names the holder: {out:?}"
+    );
     bench.daemon.sigterm();
     let out = bench.run(&["guard", "hook", "gemini", "--agent", "bob"], &input);
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).trim().is_empty(), "{out:?}");
-    assert!(stderr(&out).contains("letting the change through"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("letting the change through"),
+        "{}",
+        stderr(&out)
+    );
     let out = bench.run_env(
         &["guard", "hook", "gemini", "--agent", "bob"],
         &input,
@@ -223,7 +234,10 @@ fn the_context_hook_tells_an_agent_its_mail_claims_and_freed_files_and_nothing_e
     // The guard refused bob src/a.rs while carol held it; carol is done now.
     bench.hold("file:src/a.rs", "carol");
     let edit = bench.fixture("claude-code", "pre_tool_use_write.json");
-    assert!(blocked("claude-code", &bench.run(&["guard", "hook", "claude-code", "--agent", "bob"], &edit)));
+    assert!(blocked(
+        "claude-code",
+        &bench.run(&["guard", "hook", "claude-code", "--agent", "bob"], &edit)
+    ));
     bench.daemon.client().result(
         "BreakLock",
         json!({"resource_key": "file:src/a.rs", "reason": "carol is done"}),
@@ -238,13 +252,18 @@ fn the_context_hook_tells_an_agent_its_mail_claims_and_freed_files_and_nothing_e
             text.contains("1 unread message: from alice \"please review PR 7\""),
             "{harness}: {text}"
         );
-        assert!(text.contains("baton_inbox") && text.contains("baton_ack"), "{harness}: {text}");
+        assert!(
+            text.contains("baton_inbox") && text.contains("baton_ack"),
+            "{harness}: {text}"
+        );
         assert!(text.contains("You hold file:README ("), "{harness}: {text}");
         assert!(text.contains("min left"), "{harness}: {text}");
         if n == 0 {
             // Said once, at the first chance.
             assert!(
-                text.contains("file:src/a.rs is free now (carol held it when your edit was refused)"),
+                text.contains(
+                    "file:src/a.rs is free now (carol held it when your edit was refused)"
+                ),
                 "{harness}: {text}"
             );
         } else {
@@ -252,7 +271,10 @@ fn the_context_hook_tells_an_agent_its_mail_claims_and_freed_files_and_nothing_e
         }
         if *harness == "claude-code" || *harness == "codex" || *harness == "gemini" {
             let answer: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
-            assert_eq!(answer["hookSpecificOutput"]["hookEventName"], input["hook_event_name"]);
+            assert_eq!(
+                answer["hookSpecificOutput"]["hookEventName"],
+                input["hook_event_name"]
+            );
         }
     }
     // An agent with no mail and no claims hears nothing at all.
@@ -273,7 +295,12 @@ fn stops(bench: &Bench) -> Vec<(&'static str, Value, Value)> {
         ("claude-code", "stop.json", "stop_hook_active", json!(true)),
         ("codex", "stop.json", "stop_hook_active", json!(true)),
         ("cursor", "stop.json", "loop_count", json!(1)),
-        ("gemini", "after_agent.json", "stop_hook_active", json!(true)),
+        (
+            "gemini",
+            "after_agent.json",
+            "stop_hook_active",
+            json!(true),
+        ),
     ] {
         let first = bench.fixture(harness, fixture);
         let mut second = first.clone();
@@ -308,10 +335,14 @@ fn the_stop_hook_blocks_once_then_lets_the_stop_through() {
     for (harness, first, second) in stops(&bench) {
         let out = bench.run(&["hook", "stop", harness, "--agent", "bob"], &first);
         assert_eq!(out.status.code(), Some(0), "{harness}: {out:?}");
-        let why = stop_reason(harness, &out).unwrap_or_else(|| panic!("{harness} must block: {out:?}"));
+        let why =
+            stop_reason(harness, &out).unwrap_or_else(|| panic!("{harness} must block: {out:?}"));
         assert!(why.contains("claim file:README"), "{harness}: {why}");
         assert!(why.contains("baton_release"), "{harness}: {why}");
-        assert!(why.contains("1 unacknowledged message (from alice \"standup\")"), "{harness}: {why}");
+        assert!(
+            why.contains("1 unacknowledged message (from alice \"standup\")"),
+            "{harness}: {why}"
+        );
         assert!(why.contains("baton_ack"), "{harness}: {why}");
         // The harness says it already went on once: the stop goes through.
         let out = bench.run(&["hook", "stop", harness, "--agent", "bob"], &second);
@@ -323,9 +354,16 @@ fn the_stop_hook_blocks_once_then_lets_the_stop_through() {
         unsaid.as_object_mut().unwrap().remove("stop_hook_active");
         unsaid.as_object_mut().unwrap().remove("loop_count");
         let blocked = bench.run(&["hook", "stop", harness, "--agent", "bob"], &unsaid);
-        assert!(stop_reason(harness, &blocked).is_some(), "{harness}: {blocked:?}");
+        assert!(
+            stop_reason(harness, &blocked).is_some(),
+            "{harness}: {blocked:?}"
+        );
         let through = bench.run(&["hook", "stop", harness, "--agent", "bob"], &unsaid);
-        assert_eq!(stop_reason(harness, &through), None, "{harness}: {through:?}");
+        assert_eq!(
+            stop_reason(harness, &through),
+            None,
+            "{harness}: {through:?}"
+        );
     }
     // An agent that holds nothing and has no mail stops at once.
     for (harness, first, _) in stops(&bench) {
@@ -342,19 +380,33 @@ fn the_stop_hook_lets_the_stop_through_when_batond_is_down_unless_strict() {
     let out = bench.run(&["hook", "stop", "claude-code", "--agent", "bob"], &input);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stop_reason("claude-code", &out), None, "{out:?}");
-    assert!(stderr(&out).contains("letting the stop through"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("letting the stop through"),
+        "{}",
+        stderr(&out)
+    );
     let out = bench.run_env(
         &["hook", "stop", "claude-code", "--agent", "bob"],
         &input,
         &[("BATON_GUARD_STRICT", "1")],
     );
-    assert!(stop_reason("claude-code", &out).is_some(), "strict holds it once: {out:?}");
+    assert!(
+        stop_reason("claude-code", &out).is_some(),
+        "strict holds it once: {out:?}"
+    );
     // The context hook only warns.
     let input = bench.fixture("claude-code", "session_start.json");
-    let out = bench.run(&["hook", "context", "claude-code", "--agent", "bob"], &input);
+    let out = bench.run(
+        &["hook", "context", "claude-code", "--agent", "bob"],
+        &input,
+    );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "");
-    assert!(stderr(&out).contains("cannot ask batond"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot ask batond"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -366,11 +418,22 @@ fn no_hook_prints_the_token() {
         // A batond that cannot be reached, and a token in the environment: the warning
         // names the address, never the token.
         let out = bench.run_env(
-            &["--url", "tls://127.0.0.1:1", "guard", "hook", harness, "--agent", "bob"],
+            &[
+                "--url",
+                "tls://127.0.0.1:1",
+                "guard",
+                "hook",
+                harness,
+                "--agent",
+                "bob",
+            ],
             &input,
             &[("BATON_TOKEN", secret)],
         );
-        assert!(!stdout(&out).contains(secret) && !stderr(&out).contains(secret), "{out:?}");
+        assert!(
+            !stdout(&out).contains(secret) && !stderr(&out).contains(secret),
+            "{out:?}"
+        );
         assert_eq!(out.status.code(), Some(0), "fails open: {out:?}");
     }
 }

@@ -38,7 +38,9 @@ pub fn targets(harness: Harness, input: &Value) -> Vec<PathBuf> {
     let tool_input = &input["tool_input"];
     let field = |name: &str| tool_input[name].as_str().map(str::to_string);
     let named: Vec<String> = match (harness, tool) {
-        (Harness::ClaudeCode, "Edit" | "Write" | "MultiEdit") => field("file_path").into_iter().collect(),
+        (Harness::ClaudeCode, "Edit" | "Write" | "MultiEdit") => {
+            field("file_path").into_iter().collect()
+        }
         (Harness::ClaudeCode, "NotebookEdit") => field("notebook_path").into_iter().collect(),
         (Harness::Codex, "apply_patch" | "Edit" | "Write") => ["command", "input", "patch"]
             .iter()

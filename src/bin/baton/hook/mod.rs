@@ -79,7 +79,9 @@ fn read_input(what: &str) -> Option<Value> {
     match serde_json::from_str::<Value>(&input) {
         Ok(value) if value.is_object() => Some(value),
         _ => {
-            eprintln!("baton {what}: the hook input is not a JSON object; letting the call through");
+            eprintln!(
+                "baton {what}: the hook input is not a JSON object; letting the call through"
+            );
             None
         }
     }
@@ -272,7 +274,7 @@ pub async fn stop(harness: Harness, agent_flag: Option<String>, target: &Target)
     let path = state_path(target, &agent);
     let mut state = path.as_deref().map(State::load).unwrap_or_default();
     let told = already_continued(harness, &input)
-        .unwrap_or_else(|| state.stopped.iter().any(|s| *s == session));
+        .unwrap_or_else(|| state.stopped.contains(&session));
     if told {
         // Told once in this turn: the stop goes through (no loops).
         state.stopped.retain(|s| *s != session);

@@ -72,7 +72,11 @@ pub fn digest(parts: &[&str]) -> String {
 
 /// The state file of `agent` at batond `endpoint`.
 pub fn path(endpoint: &str, agent: &str) -> Option<PathBuf> {
-    Some(root()?.join("hooks").join(digest(&[endpoint, agent]) + ".json"))
+    Some(
+        root()?
+            .join("hooks")
+            .join(digest(&[endpoint, agent]) + ".json"),
+    )
 }
 
 impl State {

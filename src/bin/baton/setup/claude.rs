@@ -17,9 +17,24 @@ const H: Harness = Harness::ClaudeCode;
 /// The hook events and which hook each runs.
 fn hooks(wiring: &Wiring) -> Vec<(&'static str, Option<&'static str>, &'static str, String)> {
     vec![
-        ("PreToolUse", Some(tools::matcher(H)), "guard hook", wiring.hook("guard hook", H)),
-        ("SessionStart", None, "hook context", wiring.hook("hook context", H)),
-        ("UserPromptSubmit", None, "hook context", wiring.hook("hook context", H)),
+        (
+            "PreToolUse",
+            Some(tools::matcher(H)),
+            "guard hook",
+            wiring.hook("guard hook", H),
+        ),
+        (
+            "SessionStart",
+            None,
+            "hook context",
+            wiring.hook("hook context", H),
+        ),
+        (
+            "UserPromptSubmit",
+            None,
+            "hook context",
+            wiring.hook("hook context", H),
+        ),
         ("Stop", None, "hook stop", wiring.hook("hook stop", H)),
     ]
 }
@@ -45,7 +60,10 @@ pub fn server(wiring: &Wiring) -> J {
             ("url", url.clone().into()),
             (
                 "headers",
-                J::Obj(vec![("Authorization", format!("Bearer ${{{TOKEN_ENV}}}").into())]),
+                J::Obj(vec![(
+                    "Authorization",
+                    format!("Bearer ${{{TOKEN_ENV}}}").into(),
+                )]),
             ),
         ]),
         None => J::Obj(vec![
@@ -62,7 +80,10 @@ pub fn server(wiring: &Wiring) -> J {
 pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
     let (mcp, settings) = match scope {
         Scope::Project(root) => (root.join(".mcp.json"), root.join(".claude/settings.json")),
-        Scope::User(home) => (home.join(".claude.json"), home.join(".claude/settings.json")),
+        Scope::User(home) => (
+            home.join(".claude.json"),
+            home.join(".claude/settings.json"),
+        ),
     };
     let server = server(wiring);
     let mcp_name = mcp.display().to_string();
@@ -95,7 +116,12 @@ pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
             for (event, matcher, kind, command) in &hooks {
                 let needle = mark(kind, H);
                 let ours = |v: &Value| has_command(v, &needle);
-                doc.put_entry(&["hooks", event], &group(*matcher, command.clone()), &ours, &name)?;
+                doc.put_entry(
+                    &["hooks", event],
+                    &group(*matcher, command.clone()),
+                    &ours,
+                    &name,
+                )?;
             }
             Ok(doc.text())
         }),

@@ -32,9 +32,17 @@ fn hooks(wiring: &Wiring) -> Vec<(&'static str, &'static str, Hook)> {
         timeout: HOOK_TIMEOUT_SECS as i64,
     };
     vec![
-        ("PreToolUse", "guard hook", hook(Some(tools::matcher(H)), "guard hook")),
+        (
+            "PreToolUse",
+            "guard hook",
+            hook(Some(tools::matcher(H)), "guard hook"),
+        ),
         ("SessionStart", "hook context", hook(None, "hook context")),
-        ("UserPromptSubmit", "hook context", hook(None, "hook context")),
+        (
+            "UserPromptSubmit",
+            "hook context",
+            hook(None, "hook context"),
+        ),
         ("Stop", "hook stop", hook(None, "hook stop")),
     ]
 }
@@ -60,7 +68,17 @@ pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
         let name = name.clone();
         let hooks: Vec<(&str, &str, Hook)> = hooks
             .iter()
-            .map(|(e, k, h)| (*e, *k, Hook { matcher: h.matcher, command: h.command.clone(), timeout: h.timeout }))
+            .map(|(e, k, h)| {
+                (
+                    *e,
+                    *k,
+                    Hook {
+                        matcher: h.matcher,
+                        command: h.command.clone(),
+                        timeout: h.timeout,
+                    },
+                )
+            })
             .collect();
         move |text: &str| {
             let mut doc = Doc::parse(text, &name)?;

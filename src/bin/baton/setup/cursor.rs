@@ -25,7 +25,11 @@ fn hooks(wiring: &Wiring) -> Vec<(&'static str, &'static str, J)> {
         J::Obj(members)
     };
     vec![
-        ("preToolUse", "guard hook", entry("guard hook", Some(tools::matcher(H)))),
+        (
+            "preToolUse",
+            "guard hook",
+            entry("guard hook", Some(tools::matcher(H))),
+        ),
         ("sessionStart", "hook context", entry("hook context", None)),
         ("stop", "hook stop", entry("hook stop", None)),
     ]
@@ -41,7 +45,10 @@ pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
             ("url", url.clone().into()),
             (
                 "headers",
-                J::Obj(vec![("Authorization", format!("Bearer ${{env:{TOKEN_ENV}}}").into())]),
+                J::Obj(vec![(
+                    "Authorization",
+                    format!("Bearer ${{env:{TOKEN_ENV}}}").into(),
+                )]),
             ),
         ]),
         None => J::Obj(vec![
@@ -84,7 +91,12 @@ pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
             }
             for (event, kind, entry) in &hooks {
                 let needle = mark(kind, H);
-                doc.put_entry(&["hooks", event], entry, &|v: &Value| has_command(v, &needle), &name)?;
+                doc.put_entry(
+                    &["hooks", event],
+                    entry,
+                    &|v: &Value| has_command(v, &needle),
+                    &name,
+                )?;
             }
             Ok(doc.text())
         }),

@@ -45,7 +45,10 @@ fn sha(text: &str) -> String {
 
 fn record_path(path: &Path) -> Result<PathBuf, Failure> {
     let root = state::root().ok_or_else(|| {
-        Failure::new(1, "cannot tell where to keep setup's records: set HOME (or XDG_STATE_HOME)")
+        Failure::new(
+            1,
+            "cannot tell where to keep setup's records: set HOME (or XDG_STATE_HOME)",
+        )
     })?;
     Ok(root
         .join("setup")
@@ -62,7 +65,10 @@ fn read(path: &Path) -> Result<Option<String>, Failure> {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
             Failure::new(
                 2,
-                format!("{} is not UTF-8 text; fix it, then run `baton setup` again", path.display()),
+                format!(
+                    "{} is not UTF-8 text; fix it, then run `baton setup` again",
+                    path.display()
+                ),
             )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -86,8 +92,16 @@ fn save(record_file: &Path, record: &Record) -> Result<(), Failure> {
 fn diff(path: &Path, old: Option<&str>, new: Option<&str>) {
     let name = path.display().to_string();
     let (a, b) = (
-        if old.is_some() { format!("a{name}") } else { "/dev/null".into() },
-        if new.is_some() { format!("b{name}") } else { "/dev/null".into() },
+        if old.is_some() {
+            format!("a{name}")
+        } else {
+            "/dev/null".into()
+        },
+        if new.is_some() {
+            format!("b{name}")
+        } else {
+            "/dev/null".into()
+        },
     );
     let text = similar::TextDiff::from_lines(old.unwrap_or(""), new.unwrap_or(""))
         .unified_diff()
@@ -107,7 +121,11 @@ pub fn install(edit: &Edit, dry_run: bool) -> Result<Done, Failure> {
     }
     if dry_run {
         diff(path, current.as_deref(), Some(&new));
-        return Ok(if current.is_some() { Done::Written } else { Done::Created });
+        return Ok(if current.is_some() {
+            Done::Written
+        } else {
+            Done::Created
+        });
     }
     let record_file = record_path(path)?;
     let mut created = Vec::new();
@@ -138,7 +156,11 @@ pub fn install(edit: &Edit, dry_run: bool) -> Result<Done, Failure> {
         std::fs::create_dir_all(parent).map_err(io("create", parent))?;
     }
     std::fs::write(path, &new).map_err(io("write", path))?;
-    Ok(if current.is_some() { Done::Written } else { Done::Created })
+    Ok(if current.is_some() {
+        Done::Written
+    } else {
+        Done::Created
+    })
 }
 
 /// Takes Baton's entries out of `edit.path`: the file as it was, when setup's record says
@@ -158,7 +180,11 @@ pub fn uninstall(edit: &Edit, dry_run: bool, folders: &mut Vec<PathBuf>) -> Resu
     let (target, done) = match &record {
         Some(r) if sha(&current) == r.written => (
             r.original.clone(),
-            if r.original.is_some() { Done::Restored } else { Done::Removed },
+            if r.original.is_some() {
+                Done::Restored
+            } else {
+                Done::Removed
+            },
         ),
         _ => {
             let stripped = (edit.remove)(&current).map_err(|e| Failure::new(2, e))?;

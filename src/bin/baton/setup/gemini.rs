@@ -32,10 +32,26 @@ fn hooks(wiring: &Wiring) -> Vec<(&'static str, &'static str, J)> {
         J::Obj(members)
     };
     vec![
-        ("BeforeTool", "guard hook", group("guard hook", "baton-guard", Some(tools::matcher(H)))),
-        ("SessionStart", "hook context", group("hook context", "baton-context", None)),
-        ("BeforeAgent", "hook context", group("hook context", "baton-context", None)),
-        ("AfterAgent", "hook stop", group("hook stop", "baton-stop", None)),
+        (
+            "BeforeTool",
+            "guard hook",
+            group("guard hook", "baton-guard", Some(tools::matcher(H))),
+        ),
+        (
+            "SessionStart",
+            "hook context",
+            group("hook context", "baton-context", None),
+        ),
+        (
+            "BeforeAgent",
+            "hook context",
+            group("hook context", "baton-context", None),
+        ),
+        (
+            "AfterAgent",
+            "hook stop",
+            group("hook stop", "baton-stop", None),
+        ),
     ]
 }
 
@@ -49,7 +65,10 @@ pub fn plan(scope: &Scope, wiring: &Wiring) -> Plan {
             ("httpUrl", url.clone().into()),
             (
                 "headers",
-                J::Obj(vec![("Authorization", format!("Bearer ${{{TOKEN_ENV}}}").into())]),
+                J::Obj(vec![(
+                    "Authorization",
+                    format!("Bearer ${{{TOKEN_ENV}}}").into(),
+                )]),
             ),
         ]),
         None => J::Obj(vec![

@@ -98,7 +98,9 @@ impl Doc {
         for name in path {
             obj = match obj.get(name) {
                 Some(prop) => prop.object_value().ok_or_else(|| {
-                    format!("{what}: `{name}` is not an object; fix it, then run `baton setup` again")
+                    format!(
+                        "{what}: `{name}` is not an object; fix it, then run `baton setup` again"
+                    )
                 })?,
                 None => obj.object_value_or_set(name),
             };
@@ -140,7 +142,10 @@ impl Doc {
         let obj = self.object_at(parents, what)?;
         match obj.get(name) {
             Some(prop) => prop.array_value().ok_or_else(|| {
-                format!("{what}: `{}` is not a list; fix it, then run `baton setup` again", path.join("."))
+                format!(
+                    "{what}: `{}` is not a list; fix it, then run `baton setup` again",
+                    path.join(".")
+                )
             }),
             None => Ok(obj.array_value_or_set(name)),
         }
@@ -148,7 +153,13 @@ impl Doc {
 
     /// Makes Baton's entry of the array at `path` be `entry`: the first of ours is set to it
     /// in place, any other of ours goes, and it is appended when there was none.
-    pub fn put_entry(&self, path: &[&str], entry: &J, ours: Ours, what: &str) -> Result<(), String> {
+    pub fn put_entry(
+        &self,
+        path: &[&str],
+        entry: &J,
+        ours: Ours,
+        what: &str,
+    ) -> Result<(), String> {
         let array = self.array_at(path, what)?;
         let mut found = false;
         for (index, element) in array.elements().into_iter().enumerate() {
@@ -244,7 +255,8 @@ impl Doc {
 pub fn has_command(value: &Value, needle: &str) -> bool {
     match value {
         Value::Object(members) => members.iter().any(|(k, v)| {
-            (k == "command" && v.as_str().is_some_and(|c| c.contains(needle))) || has_command(v, needle)
+            (k == "command" && v.as_str().is_some_and(|c| c.contains(needle)))
+                || has_command(v, needle)
         }),
         Value::Array(items) => items.iter().any(|v| has_command(v, needle)),
         _ => false,
@@ -259,16 +271,41 @@ mod tests {
     fn an_entry_goes_in_and_out_leaving_the_rest_as_written() {
         let before = "{\n    // mine\n    \"model\": \"x\",\n    \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"fmt\"}]}]}\n}\n";
         let doc = Doc::parse(before, "settings.json").unwrap();
-        let entry = J::Obj(vec![("hooks", J::Arr(vec![J::Obj(vec![("type", "command".into()), ("command", "b hook stop x".into())])]))]);
+        let entry = J::Obj(vec![(
+            "hooks",
+            J::Arr(vec![J::Obj(vec![
+                ("type", "command".into()),
+                ("command", "b hook stop x".into()),
+            ])]),
+        )]);
         let ours = |v: &Value| has_command(v, " hook stop x");
-        doc.put_entry(&["hooks", "Stop"], &entry, &ours, "f").unwrap();
-        doc.set(&["mcpServers"], "baton", &J::Obj(vec![("command", "m".into())]), "f").unwrap();
+        doc.put_entry(&["hooks", "Stop"], &entry, &ours, "f")
+            .unwrap();
+        doc.set(
+            &["mcpServers"],
+            "baton",
+            &J::Obj(vec![("command", "m".into())]),
+            "f",
+        )
+        .unwrap();
         let once = doc.text();
-        assert!(once.starts_with("{\n    // mine\n    \"model\": \"x\","), "{once}");
+        assert!(
+            once.starts_with("{\n    // mine\n    \"model\": \"x\","),
+            "{once}"
+        );
         // Again: nothing changes.
         let again = Doc::parse(&once, "f").unwrap();
-        again.put_entry(&["hooks", "Stop"], &entry, &ours, "f").unwrap();
-        again.set(&["mcpServers"], "baton", &J::Obj(vec![("command", "m".into())]), "f").unwrap();
+        again
+            .put_entry(&["hooks", "Stop"], &entry, &ours, "f")
+            .unwrap();
+        again
+            .set(
+                &["mcpServers"],
+                "baton",
+                &J::Obj(vec![("command", "m".into())]),
+                "f",
+            )
+            .unwrap();
         assert_eq!(again.text(), once);
         // Out again.
         let out = Doc::parse(&once, "f").unwrap();

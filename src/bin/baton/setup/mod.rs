@@ -51,15 +51,18 @@ pub enum Scope {
     User(PathBuf),
 }
 
+/// A config file's text changed: Err says what is wrong with the file.
+pub type Change = Box<dyn Fn(&str) -> Result<String, String>>;
+
 /// One config file's change.
 pub struct Edit {
     pub path: PathBuf,
     /// What Baton puts there, for the report.
     pub what: String,
     /// The file's text (empty when it does not exist) with Baton's entries in.
-    pub install: Box<dyn Fn(&str) -> Result<String, String>>,
+    pub install: Change,
     /// The file's text with Baton's entries out.
-    pub remove: Box<dyn Fn(&str) -> Result<String, String>>,
+    pub remove: Change,
 }
 
 /// What one harness gets: its file edits, and what it cannot do (said, not pretended).
@@ -82,8 +85,7 @@ pub struct Wiring {
 
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-:@+=".contains(c))
     {
         return s.to_string();
@@ -181,7 +183,11 @@ impl Wiring {
             let port = env("BATON_HTTP_LISTEN")
                 .and_then(|l| l.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()))
                 .unwrap_or(HTTP_PORT);
-            let host = if host.contains(':') { format!("[{host}]") } else { host };
+            let host = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host
+            };
             format!("https://{host}:{port}/mcp")
         });
         let connect = match (&url, &req.target.endpoint) {
@@ -216,7 +222,10 @@ fn which(program: &str) -> Option<String> {
 
 fn home() -> Result<PathBuf, Failure> {
     env("HOME").map(PathBuf::from).ok_or_else(|| {
-        Failure::new(1, "HOME is not set; set it to your home folder and run this again")
+        Failure::new(
+            1,
+            "HOME is not set; set it to your home folder and run this again",
+        )
     })
 }
 
@@ -303,9 +312,9 @@ pub fn setup(req: Request) -> Outcome {
                 (Done::Written, _) => format!("{verb} in {path}: {}", edit.what),
                 (Done::Restored, _) => format!("{path}: restored as it was before setup"),
                 (Done::Removed, _) => format!("{path}: removed (setup had created it)"),
-                (Done::Stripped, _) => format!(
-                    "{path}: changed since setup, so only Baton's entries were taken out"
-                ),
+                (Done::Stripped, _) => {
+                    format!("{path}: changed since setup, so only Baton's entries were taken out")
+                }
             };
             eprintln!("  {line}");
         }

@@ -18,7 +18,10 @@ pub struct Hook {
 impl Doc {
     pub fn parse(text: &str, what: &str) -> Result<Doc, String> {
         let doc = text.parse::<DocumentMut>().map_err(|e| {
-            format!("{what} is not valid TOML ({}); fix it, then run `baton setup` again", e.message())
+            format!(
+                "{what} is not valid TOML ({}); fix it, then run `baton setup` again",
+                e.message()
+            )
         })?;
         Ok(Doc { doc })
     }
@@ -34,19 +37,25 @@ impl Doc {
             t.set_implicit(true);
             Item::Table(t)
         });
-        item.as_table_mut()
-            .ok_or_else(|| format!("{what}: `{name}` is not a table; fix it, then run `baton setup` again"))
+        item.as_table_mut().ok_or_else(|| {
+            format!("{what}: `{name}` is not a table; fix it, then run `baton setup` again")
+        })
     }
 
     /// `[mcp_servers.baton]` with these members (in this order), unless it already says so.
     pub fn set_server(&mut self, members: &[(&str, Value)], what: &str) -> Result<(), String> {
         let servers = self.table("mcp_servers", what)?;
-        let same = servers.get("baton").and_then(Item::as_table).is_some_and(|t| {
-            t.len() == members.len()
-                && members
-                    .iter()
-                    .all(|(k, v)| t.get(k).and_then(Item::as_value).is_some_and(|have| same_value(have, v)))
-        });
+        let same = servers
+            .get("baton")
+            .and_then(Item::as_table)
+            .is_some_and(|t| {
+                t.len() == members.len()
+                    && members.iter().all(|(k, v)| {
+                        t.get(k)
+                            .and_then(Item::as_value)
+                            .is_some_and(|have| same_value(have, v))
+                    })
+            });
         if same {
             return Ok(());
         }
@@ -68,7 +77,13 @@ impl Doc {
     }
 
     /// Makes Baton's group of `[[hooks.EVENT]]` be `hook` (found by `mark` in its commands).
-    pub fn put_hook(&mut self, event: &str, hook: &Hook, mark: &str, what: &str) -> Result<(), String> {
+    pub fn put_hook(
+        &mut self,
+        event: &str,
+        hook: &Hook,
+        mark: &str,
+        what: &str,
+    ) -> Result<(), String> {
         let hooks = self.table("hooks", what)?;
         let groups = hooks
             .entry(event)
@@ -146,7 +161,11 @@ fn commands(group: &Table) -> Vec<String> {
         }
         Some(Item::Value(Value::Array(handlers))) => {
             for h in handlers.iter() {
-                if let Some(c) = h.as_inline_table().and_then(|t| t.get("command")).and_then(Value::as_str) {
+                if let Some(c) = h
+                    .as_inline_table()
+                    .and_then(|t| t.get("command"))
+                    .and_then(Value::as_str)
+                {
                     found.push(c.to_string());
                 }
             }
@@ -191,15 +210,25 @@ mod tests {
     #[test]
     fn tables_go_in_and_out_leaving_the_rest_as_written() {
         let before = "# mine\nmodel = \"o3\"\n\n[mcp_servers.other]\ncommand = \"x\" # keep\n";
-        let hook = Hook { matcher: Some("apply_patch"), command: "'b' guard hook codex".into(), timeout: 10 };
+        let hook = Hook {
+            matcher: Some("apply_patch"),
+            command: "'b' guard hook codex".into(),
+            timeout: 10,
+        };
         let mut doc = Doc::parse(before, "config.toml").unwrap();
-        doc.set_server(&[("command", toml_edit::Value::from("m"))], "f").unwrap();
-        doc.put_hook("PreToolUse", &hook, " guard hook codex", "f").unwrap();
+        doc.set_server(&[("command", toml_edit::Value::from("m"))], "f")
+            .unwrap();
+        doc.put_hook("PreToolUse", &hook, " guard hook codex", "f")
+            .unwrap();
         let once = doc.text();
         assert!(once.starts_with(before), "{once}");
         let mut again = Doc::parse(&once, "f").unwrap();
-        again.set_server(&[("command", toml_edit::Value::from("m"))], "f").unwrap();
-        again.put_hook("PreToolUse", &hook, " guard hook codex", "f").unwrap();
+        again
+            .set_server(&[("command", toml_edit::Value::from("m"))], "f")
+            .unwrap();
+        again
+            .put_hook("PreToolUse", &hook, " guard hook codex", "f")
+            .unwrap();
         assert_eq!(again.text(), once);
         let mut out = Doc::parse(&once, "f").unwrap();
         out.remove_server();
