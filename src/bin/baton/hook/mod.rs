@@ -273,8 +273,8 @@ pub async fn stop(harness: Harness, agent_flag: Option<String>, target: &Target)
     let session = session(&input);
     let path = state_path(target, &agent);
     let mut state = path.as_deref().map(State::load).unwrap_or_default();
-    let told = already_continued(harness, &input)
-        .unwrap_or_else(|| state.stopped.contains(&session));
+    let told =
+        already_continued(harness, &input).unwrap_or_else(|| state.stopped.contains(&session));
     if told {
         // Told once in this turn: the stop goes through (no loops).
         state.stopped.retain(|s| *s != session);

@@ -330,8 +330,11 @@ pub fn setup(req: Request) -> Outcome {
             (None, _) => eprintln!(
                 "no --agent given: the MCP server and the hooks act for BATON_AGENT in the harness's environment; without it the guard lets only unclaimed files through and the context and stop hooks stay silent"
             ),
-            (Some(agent), _) => eprintln!(
+            (Some(agent), None) => eprintln!(
                 "the MCP server and the hooks act for agent {agent}: its claims pass the guard, its mail and claims feed the context and stop hooks"
+            ),
+            (Some(agent), Some(_)) => eprintln!(
+                "the hooks act for agent {agent}: its claims pass the guard, its mail and claims feed the context and stop hooks; the HTTP /mcp entry carries no agent name (the model joins with baton_join {agent})"
             ),
         }
         if let Some(url) = &wiring.remote_mcp {
