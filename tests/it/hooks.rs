@@ -82,6 +82,21 @@ impl Bench {
         child.wait_with_output().unwrap()
     }
 
+    /// A task of one node, leased to `owner` for ten minutes; the task's id.
+    pub fn lease_node(&self, owner: &str) -> String {
+        let mut client = self.daemon.client();
+        let task = client.result(
+            "RegisterTask",
+            json!({"goal": "ship it", "nodes": [{"id": "build"}]}),
+        );
+        let node = client.result(
+            "AcquireNextNode",
+            json!({"task_id": task["task_id"], "lease_owner": owner, "ttl_secs": 600}),
+        );
+        assert_eq!(node["node_id"], "build", "{node}");
+        task["task_id"].as_str().unwrap().to_string()
+    }
+
     pub fn hold(&self, key: &str, owner: &str) {
         let lease = self.daemon.client().result(
             "AcquireResourceLock",
@@ -231,6 +246,7 @@ fn the_context_hook_tells_an_agent_its_mail_claims_and_freed_files_and_nothing_e
     let bench = Bench::new();
     let _sessions = bench.mail("bob", "alice", "please review PR 7");
     bench.hold("file:README", "bob");
+    let task = bench.lease_node("bob");
     // The guard refused bob src/a.rs while carol held it; carol is done now.
     bench.hold("file:src/a.rs", "carol");
     let edit = bench.fixture("claude-code", "pre_tool_use_write.json");
@@ -258,6 +274,11 @@ fn the_context_hook_tells_an_agent_its_mail_claims_and_freed_files_and_nothing_e
         );
         assert!(text.contains("You hold file:README ("), "{harness}: {text}");
         assert!(text.contains("min left"), "{harness}: {text}");
+        assert!(
+            text.contains(&format!("You hold task node build of task {task} (")),
+            "{harness}: {text}"
+        );
+        assert!(text.contains("baton_task_complete"), "{harness}: {text}");
         if n == 0 {
             // Said once, at the first chance.
             assert!(
@@ -332,6 +353,7 @@ fn the_stop_hook_blocks_once_then_lets_the_stop_through() {
     let bench = Bench::new();
     let _sessions = bench.mail("bob", "alice", "standup");
     bench.hold("file:README", "bob");
+    let task = bench.lease_node("bob");
     for (harness, first, second) in stops(&bench) {
         let out = bench.run(&["hook", "stop", harness, "--agent", "bob"], &first);
         assert_eq!(out.status.code(), Some(0), "{harness}: {out:?}");
@@ -339,6 +361,10 @@ fn the_stop_hook_blocks_once_then_lets_the_stop_through() {
             stop_reason(harness, &out).unwrap_or_else(|| panic!("{harness} must block: {out:?}"));
         assert!(why.contains("claim file:README"), "{harness}: {why}");
         assert!(why.contains("baton_release"), "{harness}: {why}");
+        assert!(
+            why.contains(&format!("task node build of task {task} (")),
+            "{harness}: {why}"
+        );
         assert!(
             why.contains("1 unacknowledged message (from alice \"standup\")"),
             "{harness}: {why}"
