@@ -40,6 +40,10 @@ mod retention;
 #[path = "parts/instructions.rs"]
 mod instructions;
 
+/// The harness hooks as whole processes.
+#[path = "parts/hooks.rs"]
+mod hooks;
+
 #[path = "parts/daemon.rs"]
 mod daemon;
 #[path = "parts/load.rs"]
@@ -60,7 +64,7 @@ struct Row {
 
 /// Whether the group of benchmarks named `group` runs: all of them unless
 /// `BATON_BENCH_ONLY` lists some (comma-separated: state, locks, tasks, agents, tls,
-/// postgres, instructions, retention; `dag` is the DAG runs of `tasks` alone).
+/// postgres, instructions, retention, hooks; `dag` is the DAG runs of `tasks` alone).
 fn only(group: &str) -> bool {
     std::env::var("BATON_BENCH_ONLY").map_or(true, |v| v.split(',').any(|g| g.trim() == group))
 }
@@ -466,6 +470,9 @@ async fn run() -> (Vec<Row>, u64) {
     }
     if only("retention") {
         retention::measure(&mut rows, &mut errors).await;
+    }
+    if only("hooks") {
+        hooks::measure(&mut rows, if quick() { 20 } else { 200 }).await;
     }
 
     let (mut lines, mut w) = connect(&socket).await;

@@ -170,9 +170,36 @@ pub enum Command {
         #[arg(long)]
         session: Option<String>,
     },
-    /// Make claims binding: refuse changes to files someone else holds (git, Claude Code)
+    /// Make claims binding: refuse changes to files someone else holds (git, Claude Code,
+    /// Codex, Cursor, Gemini CLI)
     #[command(subcommand)]
     Guard(GuardCommand),
+    /// Wire Baton into agent harnesses (Claude Code, Codex, Cursor, Gemini CLI): the MCP
+    /// server, the edit guard, a context hook and a stop hook, in each harness's own config
+    /// files; the project's (this git repository) unless --user
+    Setup {
+        /// Which harnesses [default: every one installed here]
+        harnesses: Vec<Harness>,
+        /// The agent the MCP server and the hooks act for (its claims pass the guard, its
+        /// inbox and claims feed the hooks) [default: BATON_AGENT when they run]
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// Your user-level config files instead of this project's
+        #[arg(long)]
+        user: bool,
+        /// Print what would change as a unified diff; change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Take it all out again: each file as it was before setup, byte for byte (files
+        /// setup created are removed)
+        #[arg(long)]
+        uninstall: bool,
+    },
+    /// Hooks a harness runs (`baton setup` installs them): `context` prints what the model
+    /// should know (mail, claims, freed files), `stop` keeps it from ending its turn while
+    /// it holds claims or unread messages
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// The journal: events after --since; --follow keeps streaming new ones
     Events {
         /// Events with a seq greater than N [default: 0, or the head with --follow]
@@ -345,9 +372,14 @@ pub enum GuardCommand {
         #[arg(long, value_name = "DIR")]
         project: Option<std::path::PathBuf>,
     },
-    /// Run as a tool's hook: `claude-code` reads a PreToolUse call on stdin and blocks it
-    /// (exit 2, the reason on stderr) when it writes a file someone else holds
-    Hook { tool: HookTool },
+    /// Run as a harness's edit hook: reads the tool call on stdin and blocks it, in the
+    /// harness's own protocol, when it writes a file someone other than the agent holds
+    Hook {
+        tool: Harness,
+        /// Whose claims pass [default: BATON_AGENT]
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -356,9 +388,65 @@ pub enum GuardTarget {
     ClaudeCode,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum HookTool {
+/// The agent harnesses Baton wires itself into.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+pub enum Harness {
+    /// Anthropic's Claude Code
     ClaudeCode,
+    /// OpenAI's Codex CLI
+    Codex,
+    /// Cursor (the editor's agent and cursor-agent)
+    Cursor,
+    /// Google's Gemini CLI
+    Gemini,
+}
+
+impl Harness {
+    pub const ALL: [Harness; 4] = [
+        Harness::ClaudeCode,
+        Harness::Codex,
+        Harness::Cursor,
+        Harness::Gemini,
+    ];
+
+    /// The name on the command line.
+    pub fn arg(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "claude-code",
+            Harness::Codex => "codex",
+            Harness::Cursor => "cursor",
+            Harness::Gemini => "gemini",
+        }
+    }
+
+    /// The name people know it by.
+    pub fn title(self) -> &'static str {
+        match self {
+            Harness::ClaudeCode => "Claude Code",
+            Harness::Codex => "Codex CLI",
+            Harness::Cursor => "Cursor",
+            Harness::Gemini => "Gemini CLI",
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum HookCommand {
+    /// At session start and before each prompt: a few lines for the model (unread messages,
+    /// live claims and node leases with time left, refused files now free); nothing when
+    /// there is nothing to say
+    Context {
+        harness: Harness,
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
+    /// When the model ends its turn: blocks it once while the agent holds claims or unread
+    /// messages, naming each and the MCP tool that settles it
+    Stop {
+        harness: Harness,
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]

@@ -1,7 +1,8 @@
 //! `baton guard ...`: making claims binding. `check` refuses paths that someone else holds
 //! (as `file:` keys, so `dir:` leases on ancestors count); `install git` puts that check in
-//! a pre-commit hook; `hook claude-code` is a Claude Code PreToolUse hook for the tools
-//! that write files. A guard never stops work because batond cannot be asked, unless
+//! a pre-commit hook; `hook HARNESS` is a harness's hook before the tools that write files
+//! (`tools.rs` says which tools, and where their input names the files; the hook protocols
+//! are in `hook/`). A guard never stops work because batond cannot be asked, unless
 //! `BATON_GUARD_STRICT=1`.
 
 use std::path::{Component, Path, PathBuf};
@@ -12,14 +13,22 @@ use baton::protocol::locks::{HeldBy, Holders, ResourceLockStatusParams, StatusRe
 use crate::failure::Failure;
 
 mod install;
+pub mod tools;
 
 pub use install::{install, uninstall};
 
 /// Exit code of a refusal (the CLI's "busy").
 pub const REFUSED: u8 = 5;
 
-/// Why a path may not be changed now: one line for a person or a model.
-pub struct Refusal(pub String);
+/// Why a path may not be changed now.
+pub struct Refusal {
+    /// One line for a person or a model.
+    pub text: String,
+    /// The key held (the file's, or a folder's above it).
+    pub key: String,
+    /// Who holds it.
+    pub holder: String,
+}
 
 /// Whether batond's absence refuses changes (`BATON_GUARD_STRICT=1`).
 pub fn strict() -> bool {
@@ -98,14 +107,18 @@ pub async fn check(
                 "baton lock acquire {resource_key} --owner YOUR_NAME --wait 60000 (and set BATON_AGENT=YOUR_NAME)"
             ),
         };
-        refusals.push(Refusal(format!(
-            "{}: held by {}{through} since {} until {} ({} s left); wait for it and claim it first: {claim}",
-            path.display(),
-            held_by.owner,
-            held_by.acquired_at,
-            held_by.expires_at,
-            held_by.remaining_ms / 1000,
-        )));
+        refusals.push(Refusal {
+            text: format!(
+                "{}: held by {}{through} since {} until {} ({} s left); wait for it and claim it first: {claim}",
+                path.display(),
+                held_by.owner,
+                held_by.acquired_at,
+                held_by.expires_at,
+                held_by.remaining_ms / 1000,
+            ),
+            key: conflicting_key.clone(),
+            holder: held_by.owner.clone(),
+        });
     }
     Ok(refusals)
 }
@@ -175,25 +188,4 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, Failure> {
     }
     String::from_utf8(out.stdout)
         .map_err(|_| Failure::new(1, "git printed a path that is not UTF-8"))
-}
-
-/// The tools of Claude Code that write files, and where their input names the file.
-const WRITING_TOOLS: [(&str, &str); 4] = [
-    ("Edit", "file_path"),
-    ("Write", "file_path"),
-    ("MultiEdit", "file_path"),
-    ("NotebookEdit", "notebook_path"),
-];
-
-/// The file a Claude Code PreToolUse call is about to write, absolute; None for a tool
-/// that writes no file.
-pub fn hook_target(input: &serde_json::Value) -> Option<PathBuf> {
-    let tool = input["tool_name"].as_str()?;
-    let field = WRITING_TOOLS.iter().find(|(t, _)| *t == tool)?.1;
-    let path = input["tool_input"][field].as_str()?;
-    let base = input["cwd"]
-        .as_str()
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())?;
-    Some(absolute(Path::new(path), &base))
 }

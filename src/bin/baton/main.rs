@@ -20,12 +20,14 @@ mod dashboard;
 mod events;
 mod failure;
 mod guard;
+mod hook;
 mod lock;
 mod out;
+mod setup;
 mod task;
 mod token;
 
-use cli::{arg_or_stdin, json, parse_json, Cli, Colour, Command, GuardCommand, HookTool};
+use cli::{arg_or_stdin, json, parse_json, Cli, Colour, Command, GuardCommand, HookCommand};
 use events::follow_events;
 use failure::{Failure, Outcome};
 use lock::lock;
@@ -206,7 +208,9 @@ async fn run(command: Command, out: &Out, conn: &mut Connection) -> Outcome {
         Command::Lock(command) => lock(command, out, conn).await,
         Command::Task(command) => task(command, out, conn).await,
         Command::Token(command) => token::token(command, out, conn).await,
-        Command::Guard(_) => unreachable!("guards connect on their own"),
+        Command::Guard(_) | Command::Hook(_) | Command::Setup { .. } => {
+            unreachable!("guards, hooks and setup connect on their own, or not at all")
+        }
         Command::Agent(command) => agent::agent(command, out, conn).await,
         Command::Agents => agent::agents(out, conn).await,
         Command::Dashboard { ttl, http, no_open } => {
@@ -344,7 +348,7 @@ async fn guard_command(command: GuardCommand, target: &Target) -> Outcome {
                 Ok(refusals) if refusals.is_empty() => Ok(0),
                 Ok(refusals) => {
                     for refusal in &refusals {
-                        eprintln!("baton guard: {}", refusal.0);
+                        eprintln!("baton guard: {}", refusal.text);
                     }
                     Ok(guard::REFUSED)
                 }
@@ -361,39 +365,7 @@ async fn guard_command(command: GuardCommand, target: &Target) -> Outcome {
             repo,
             project,
         } => guard::uninstall(what, repo.or(project)),
-        GuardCommand::Hook {
-            tool: HookTool::ClaudeCode,
-        } => Ok(claude_code_hook(target).await),
-    }
-}
-
-/// Claude Code's PreToolUse hook: exit 0 lets the call through; exit 2 blocks it and
-/// Claude Code shows the model what was written to stderr (the hooks reference,
-/// https://code.claude.com/docs/en/hooks, "Exit code 2 behavior").
-async fn claude_code_hook(target: &Target) -> u8 {
-    const BLOCK: u8 = 2;
-    let mut input = String::new();
-    if std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).is_err() {
-        eprintln!("baton guard: cannot read the hook input; letting the call through");
-        return 0;
-    }
-    let Ok(input) = serde_json::from_str::<Value>(&input) else {
-        eprintln!("baton guard: the hook input is not JSON; letting the call through");
-        return 0;
-    };
-    let Some(path) = guard::hook_target(&input) else {
-        return 0;
-    };
-    let owner = guard::owner(None);
-    match guard::ask(target, owner.as_deref(), &[path]).await {
-        Ok(refusals) if refusals.is_empty() => 0,
-        Ok(refusals) => {
-            for refusal in &refusals {
-                eprintln!("{} Do not write this file now.", refusal.0);
-            }
-            BLOCK
-        }
-        Err(failure) => guard::unanswered(&failure, BLOCK),
+        GuardCommand::Hook { tool, agent } => Ok(hook::guard(tool, agent, target).await),
     }
 }
 
@@ -436,10 +408,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let (cli_url, cli_socket) = (cli.url.clone(), cli.socket.clone());
     let result = runtime.block_on(async {
         match cli.command {
-            // A guard decides for itself what an unreachable batond means.
+            // A guard or a hook decides for itself what an unreachable batond means.
             Command::Guard(command) => guard_command(command, &target).await,
+            Command::Hook(HookCommand::Context { harness, agent }) => {
+                Ok(hook::context(harness, agent, &target).await)
+            }
+            Command::Hook(HookCommand::Stop { harness, agent }) => {
+                Ok(hook::stop(harness, agent, &target).await)
+            }
+            // Setup only writes files.
+            Command::Setup {
+                harnesses,
+                agent,
+                user,
+                dry_run,
+                uninstall,
+            } => setup::setup(setup::Request {
+                harnesses,
+                agent,
+                user,
+                dry_run,
+                uninstall,
+                url: cli_url.clone(),
+                socket: cli_socket.clone(),
+                target: &target,
+            }),
             command => {
                 let mut conn = Connection::open(&target).await?;
                 run(command, &out, &mut conn).await
