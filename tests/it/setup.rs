@@ -434,7 +434,7 @@ fn a_remote_batond_gets_the_mcp_url_with_the_tokens_variable_never_the_token() {
         &env,
     );
     let p = desk.project();
-    let url = "https://baton.example.com:8443/mcp";
+    let url = "https://baton.example.com:8443/mcp?tools=all&agent=bob";
     let claude = json(&read(p.join(".mcp.json")));
     assert_eq!(claude["mcpServers"]["baton"]["type"], "http");
     assert_eq!(claude["mcpServers"]["baton"]["url"], url);
@@ -484,7 +484,7 @@ fn a_remote_batond_gets_the_mcp_url_with_the_tokens_variable_never_the_token() {
     let claude = json(&read(desk.project().join(".mcp.json")));
     assert_eq!(
         claude["mcpServers"]["baton"]["url"],
-        "https://10.1.2.3:7421/mcp"
+        "https://10.1.2.3:7421/mcp?tools=all"
     );
     // A loopback TCP batond is local: mcp-bridge, told where.
     let desk = Desk::new();

@@ -150,6 +150,17 @@ fn check_agent(agent: &str) -> Result<(), Failure> {
     }
 }
 
+/// An agent name as a query value: `+`, `@` and `:` percent-encoded (a `+` would read as
+/// a space), the rest as it is (names are letters, digits and `. _ - @ + :`).
+fn query_value(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '+' | '@' | ':' => format!("%{:02X}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
 fn is_local(host: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
@@ -188,7 +199,15 @@ impl Wiring {
             } else {
                 host
             };
-            format!("https://{host}:{port}/mcp")
+            // The same tools as the local entry's `--tools all`; the session acts for the
+            // agent (batond's /mcp takes `?agent=` when the token may act as that name).
+            match &req.agent {
+                Some(agent) => format!(
+                    "https://{host}:{port}/mcp?tools=all&agent={}",
+                    query_value(agent)
+                ),
+                None => format!("https://{host}:{port}/mcp?tools=all"),
+            }
         });
         let connect = match (&url, &req.target.endpoint) {
             (Some(url), _) => vec!["--url".to_string(), url.clone()],
@@ -334,7 +353,7 @@ pub fn setup(req: Request) -> Outcome {
                 "the MCP server and the hooks act for agent {agent}: its claims pass the guard, its mail and claims feed the context and stop hooks"
             ),
             (Some(agent), Some(_)) => eprintln!(
-                "the hooks act for agent {agent}: its claims pass the guard, its mail and claims feed the context and stop hooks; the HTTP /mcp entry carries no agent name (the model joins with baton_join {agent})"
+                "the MCP server (?agent={agent}: the token in $BATON_TOKEN must be named {agent} or have the grant agents:{agent}) and the hooks act for agent {agent}: its claims pass the guard, its mail and claims feed the context and stop hooks"
             ),
         }
         if let Some(url) = &wiring.remote_mcp {
