@@ -1,0 +1,8 @@
+"""LangGraph on batond: `BatonSaver` (checkpoints, one writer per thread) and
+`BatonStore` (long-term memory). Install with `pip install "baton-client[langgraph]"`
+(from a checkout: `pip install "./clients/python[langgraph]"`)."""
+
+from ._threads import ThreadBusyError, ThreadLostError
+from .saver import BatonSaver, ThreadRun
+
+__all__ = ["BatonSaver", "ThreadBusyError", "ThreadLostError", "ThreadRun"]
