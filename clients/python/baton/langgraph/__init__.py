@@ -4,5 +4,6 @@
 
 from ._threads import ThreadBusyError, ThreadLostError
 from .saver import BatonSaver, ThreadRun
+from .store import BatonStore
 
-__all__ = ["BatonSaver", "ThreadBusyError", "ThreadLostError", "ThreadRun"]
+__all__ = ["BatonSaver", "BatonStore", "ThreadBusyError", "ThreadLostError", "ThreadRun"]
