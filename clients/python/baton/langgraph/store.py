@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from langgraph.store.base import (
     BaseStore,
@@ -47,10 +47,6 @@ def _prefix(namespace: Tuple[str, ...]) -> str:
 
 def _key(namespace: Tuple[str, ...], key: str) -> str:
     return _prefix(namespace) + "/" + part(key)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _iso(ms: int) -> str:
@@ -110,7 +106,8 @@ class BatonStore(BaseStore):
     the item's first `created_at`. `search` orders by `updated_at`, newest first; a
     natural-language `query` is not ranked (no vector index: `index=` is refused), every
     result's `score` is None. An item whose TTL ran out (by this host's clock) is not
-    returned, and `sweep_ttl()` deletes such items; a read refreshes the TTL unless
+    returned, and `sweep_ttl()` deletes such items (`clock`: the time they are judged
+    by, `time.time` by default); a read refreshes the TTL unless
     `refresh_ttl=False` (or the TTLConfig's `refresh_on_read` is False).
     """
 
@@ -126,6 +123,7 @@ class BatonStore(BaseStore):
         token: Optional[str] = None,
         ttl: Optional[TTLConfig] = None,
         index: Any = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if index is not None:
             raise ValueError(
@@ -139,6 +137,11 @@ class BatonStore(BaseStore):
         )
         self.namespace = namespace
         self.ttl_config = ttl
+        #: The time TTLs are judged by, in seconds since the epoch (time.time).
+        self.clock = clock
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     # -- the ops ----------------------------------------------------------------------
 
@@ -165,7 +168,7 @@ class BatonStore(BaseStore):
         gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
         if gets:
             answers = yield [("Get", {"namespace": self.namespace, "key": _key(op.namespace, op.key)}) for _, op in gets]
-            now = _now_ms()
+            now = self._now_ms()
             for (i, op), answer in zip(gets, answers):
                 got = one(answer)
                 if got.get("found") and not _expired(got["value"], now):
@@ -191,7 +194,7 @@ class BatonStore(BaseStore):
 
     def _search(self, op: SearchOp, refresh: Dict[str, Dict[str, Any]]) -> Steps:
         records = yield from list_all(self.namespace, _prefix(tuple(op.namespace_prefix)))
-        now = _now_ms()
+        now = self._now_ms()
         found = [
             r
             for r in records
@@ -207,7 +210,7 @@ class BatonStore(BaseStore):
 
     def _namespaces(self, op: ListNamespacesOp) -> Steps:
         records = yield from list_all(self.namespace, "i/")
-        now = _now_ms()
+        now = self._now_ms()
         paths = {tuple(r["value"]["namespace"]) for r in records if not _expired(r["value"], now)}
         chosen = [p for p in paths if all(_matches(p, c) for c in op.match_conditions or ())]
         if op.max_depth is not None:
@@ -218,7 +221,7 @@ class BatonStore(BaseStore):
         keys = [_key(tuple(op.namespace), op.key) for op in puts]
         # The items as they are, to keep each one's created_at.
         answers = yield [("Get", {"namespace": self.namespace, "key": k}) for k in keys]
-        now = _now_ms()
+        now = self._now_ms()
         batch: Batch = []
         for op, key, answer in zip(puts, keys, answers):
             if op.value is None:
@@ -254,7 +257,7 @@ class BatonStore(BaseStore):
     def _refresh(self, records: List[Dict[str, Any]]) -> Steps:
         """A read's TTL refresh: written only over the version read (a change made
         meanwhile stands), and only for items that have a TTL."""
-        now = _now_ms()
+        now = self._now_ms()
         batch: Batch = []
         for r in records:
             v = r["value"]
@@ -279,7 +282,7 @@ class BatonStore(BaseStore):
 
     def _sweep(self) -> Steps:
         records = yield from list_all(self.namespace, "i/")
-        now = _now_ms()
+        now = self._now_ms()
         doomed = [r for r in records if _expired(r["value"], now)]
         if not doomed:
             return 0
