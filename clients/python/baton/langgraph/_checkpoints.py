@@ -7,6 +7,7 @@ import base64
 from typing import Any, Dict, Generator, Iterable, List, Optional, Sequence, Set, Tuple
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     ChannelVersions,
@@ -14,7 +15,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
     PendingWrite,
-    SerializerProtocol,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
     writes_sort_key,
@@ -118,13 +118,18 @@ def _complete(
         out.append(
             CheckpointTuple(
                 config=_config(t, c, cid),
-                checkpoint={**cp, "channel_values": channel_values},
+                checkpoint=_with_values(cp, channel_values),
                 metadata=untyped(serde, record["metadata"]),
                 parent_config=_config(t, c, parent) if parent else None,
                 pending_writes=[_write_of(serde, w) for w in stored],
             )
         )
     return out
+
+
+def _with_values(cp: Dict[str, Any], channel_values: Dict[str, Any]) -> Checkpoint:
+    out: Any = {**cp, "channel_values": channel_values}
+    return out  # type: ignore[no-any-return]
 
 
 def get_tuple(ns: str, serde: SerializerProtocol, config: RunnableConfig) -> Steps:
@@ -299,7 +304,7 @@ def put_writes(
 def _delete(ns: str, keys: Iterable[str], fence: Fence) -> Steps:
     keys = list(keys)
     for start in range(0, len(keys), _CHUNK):
-        ops = [{"op": "delete", "namespace": ns, "key": k} for k in keys[start : start + _CHUNK]]
+        ops: List[Dict[str, Any]] = [{"op": "delete", "namespace": ns, "key": k} for k in keys[start : start + _CHUNK]]
         if fence is not None:
             ops = [{**op, "fence": fence} for op in ops]
         [answer] = yield [("Txn", {"compare": [], "ops": ops})]
@@ -352,7 +357,7 @@ def copy_thread(ns: str, source: str, target: str, fence: Fence) -> Steps:
         value = r["value"]
         if kind == "c":
             value = {**value, "thread_id": target}
-        params: Dict[str, Any] = {"namespace": ns, "key": f"{kind}/{new}{rest[len(old):]}", "value": value}
+        params: Dict[str, Any] = {"namespace": ns, "key": f"{kind}/{new}{rest[len(old) :]}", "value": value}
         if fence is not None:
             params["fence"] = fence
         batch.append(("Set", params))

@@ -14,8 +14,8 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    SerializerProtocol,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .. import _common, _steps
 from ..aio import AsyncClient
@@ -180,10 +180,14 @@ class BatonSaver(BaseCheckpointSaver[str], AbstractContextManager["BatonSaver"])
     # -- reads ------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
-        return _steps.run(self.client, ops.get_tuple(self.namespace, self.serde, config))  # type: ignore[no-any-return]
+        found: Optional[CheckpointTuple] = _steps.run(self.client, ops.get_tuple(self.namespace, self.serde, config))
+        return found
 
     async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
-        return await _steps.arun(self.client, ops.get_tuple(self.namespace, self.serde, config))  # type: ignore[no-any-return]
+        found: Optional[CheckpointTuple] = await _steps.arun(
+            self.client, ops.get_tuple(self.namespace, self.serde, config)
+        )
+        return found
 
     def list(
         self,
@@ -242,7 +246,8 @@ class BatonSaver(BaseCheckpointSaver[str], AbstractContextManager["BatonSaver"])
         thread_id = _thread_of(config)
         fence = self._fence(thread_id)
         steps = ops.put(self.namespace, self.serde, config, checkpoint, metadata, new_versions, fence)
-        return self._write(thread_id, steps)  # type: ignore[no-any-return]
+        stored: RunnableConfig = self._write(thread_id, steps)
+        return stored
 
     async def aput(
         self,
@@ -254,7 +259,8 @@ class BatonSaver(BaseCheckpointSaver[str], AbstractContextManager["BatonSaver"])
         thread_id = _thread_of(config)
         fence = await self._afence(thread_id)
         steps = ops.put(self.namespace, self.serde, config, checkpoint, metadata, new_versions, fence)
-        return await self._awrite(thread_id, steps)  # type: ignore[no-any-return]
+        stored: RunnableConfig = await self._awrite(thread_id, steps)
+        return stored
 
     def put_writes(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Generator, Iterable, List, Optional, Tuple, Union
 
 from langgraph.store.base import (
     BaseStore,
@@ -32,13 +32,13 @@ from langgraph.store.base import (
 )
 
 from .. import _steps
-from .._steps import Batch, list_all, one
+from .._steps import Answer, Batch, list_all, one
 from ..aio import AsyncClient
 from ..client import Client
 from ..errors import ConflictError
 from ._keys import part
 
-Steps = _steps.Steps
+Steps = Generator[Batch, List[Answer], Any]
 
 
 def _prefix(namespace: Tuple[str, ...]) -> str:
@@ -146,17 +146,17 @@ class BatonStore(BaseStore):
     # -- the ops ----------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> List[Result]:
-        return _steps.run(self.client, self._batch(list(ops)))  # type: ignore[no-any-return]
+        return _steps.run(self.client, self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[Op]) -> List[Result]:
-        return await _steps.arun(self.client, self._batch(list(ops)))  # type: ignore[no-any-return]
+        return await _steps.arun(self.client, self._batch(list(ops)))
 
     def sweep_ttl(self) -> int:
         """Deletes every item whose TTL ran out; returns how many."""
-        return _steps.run(self.client, self._sweep())  # type: ignore[no-any-return]
+        return int(_steps.run(self.client, self._sweep()))
 
     async def asweep_ttl(self) -> int:
-        return await _steps.arun(self.client, self._sweep())  # type: ignore[no-any-return]
+        return int(await _steps.arun(self.client, self._sweep()))
 
     def _batch(self, ops: List[Op]) -> Steps:
         """Reads first, in order (each sees the store as it was before the batch's
