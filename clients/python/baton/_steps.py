@@ -11,7 +11,10 @@ from a worker thread, so an event loop never blocks on a socket.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any, Dict, Generator, List, Tuple, TypeVar, Union
+
+from urllib.parse import quote
 
 from .aio import AsyncClient
 from .client import Client
@@ -110,3 +113,13 @@ def list_all(namespace: str, prefix: str) -> "Generator[Batch, List[Answer], Lis
         after = page.get("next")
         if not after:
             return records
+
+
+def part(value: str) -> str:
+    """One part of an adapter's key, percent-encoded (`/`, `%`, `#` and anything outside
+    printable ASCII), so an id holding `/` cannot reach into another's keys; a part
+    whose encoding is over 128 bytes is `#` and its SHA-256 (the record keeps the id)."""
+    encoded = quote(value, safe=":@=+,;!*()'-._~")
+    if len(encoded) > 128:
+        return "#" + hashlib.sha256(value.encode()).hexdigest()
+    return encoded

@@ -15,22 +15,14 @@ first key under its prefix, and `before` is the `after` cursor of a List.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Optional
-from urllib.parse import quote
+
+from .._steps import part
 
 #: The resource key of a thread's lease: `langgraph:thread/<thread_id>`.
 THREAD_LOCK = "langgraph:thread/"
 
-_LONG = 128
-
-
-def part(value: str) -> str:
-    """One key part, encoded."""
-    encoded = quote(value, safe=":@=+,;!*()'-._~")
-    if len(encoded) > _LONG:
-        return "#" + hashlib.sha256(value.encode()).hexdigest()
-    return encoded
+__all__ = ["part"]
 
 
 def desc(checkpoint_id: str) -> str:
