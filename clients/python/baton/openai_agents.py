@@ -30,7 +30,6 @@ from typing import Any, Dict, Generator, List, Optional, Union
 
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
-from agents.memory.session_settings import resolve_session_limit
 
 from . import _steps
 from ._steps import Answer, Batch, one, part
@@ -94,7 +93,7 @@ class BatonSession:
     async def get_items(self, limit: Optional[int] = None) -> List[TResponseInputItem]:
         """The history, oldest first; with `limit` (else `session_settings.limit`), only
         the latest `limit` items (none for 0, all for a negative one)."""
-        wanted = resolve_session_limit(limit, self.session_settings)
+        wanted = limit if limit is not None else _settings_limit(self.session_settings)
         items: List[TResponseInputItem] = await _steps.arun(self.client, self._get(wanted))
         return items
 
@@ -206,6 +205,14 @@ class BatonSession:
             [answer] = yield [("Txn", {"compare": [], "ops": ops})]
             one(answer)
         return None
+
+
+def _settings_limit(settings: Any) -> Optional[int]:
+    """`session_settings.limit` (a SessionSettings, or a dict as the SDK also takes)."""
+    if settings is None:
+        return None
+    limit = settings.get("limit") if isinstance(settings, dict) else getattr(settings, "limit", None)
+    return None if limit is None else int(limit)
 
 
 async def _pause(attempt: int) -> None:
