@@ -106,6 +106,7 @@ def main() -> None:
     p99: Callable[[List[float]], float] = lambda xs: sorted(xs)[int(len(xs) * 0.99)] * 1e3  # noqa: E731
     base = median(times["BatonSaver (batond, SQLite)"])
     print(f"LangGraph put + get_tuple per step ({ROUNDS} threads x {steps} steps each, state growing a message a step)")
+    print("  (the last column: BatonSaver's median time over this saver's; above 1: BatonSaver is slower)")
     for name, _ in savers:
         m = median(times[name])
         print(f"  {name:<30} median {m:6.2f} ms  p99 {p99(times[name]):6.2f} ms  BatonSaver/this {base / m:5.2f}x")
