@@ -201,7 +201,8 @@ class BatonStore(BaseStore):
             if not _expired(r["value"], now)
             and all(_compare(r["value"]["value"].get(k), v) for k, v in (op.filter or {}).items())
         ]
-        found.sort(key=lambda r: r["value"]["updated_at"], reverse=True)
+        # Newest update first; in the same millisecond, the later write (batond's revision).
+        found.sort(key=lambda r: (r["value"]["updated_at"], r.get("revision") or 0), reverse=True)
         chosen = found[op.offset : op.offset + op.limit]
         if op.refresh_ttl:
             for r in chosen:
