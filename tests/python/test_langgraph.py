@@ -261,6 +261,26 @@ def test_a_run_that_lost_its_lease_cannot_write_a_stale_checkpoint(monkeypatch: 
         fresh.close()
 
 
+def test_a_heartbeat_that_finds_the_lease_gone_stops_the_runs_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATON_TEST_CLOCK_MS", "0")
+    with running_daemon("baton-py-lg-") as daemon:
+        saver = BatonSaver(Client(daemon.socket), owner="run-a", lease_ttl_secs=1)  # a beat every 1/3 s
+        g = StateGraph(State)
+        g.add_node("one", lambda s: {"log": ["one"]})
+        g.add_edge(START, "one")
+        g.add_edge("one", END)
+        graph = g.compile(checkpointer=saver)
+        with saver.thread("t-beat") as run:
+            assert run.lease is not None
+            daemon.call("AdvanceClock", {"ms": 2_000})  # the lease runs out between two beats
+            held = saver.leases._held["t-beat"]  # type: ignore[union-attr]
+            until(lambda: held.lost is not None, "a heartbeat to find the lease gone")
+            with pytest.raises(ThreadLostError, match="nobody holds it now"):
+                graph.invoke({"log": []}, {"configurable": {"thread_id": "t-beat"}})
+        assert saver.get_tuple({"configurable": {"thread_id": "t-beat"}}) is None  # nothing written
+        saver.close()
+
+
 def test_async_runs_are_held_and_refused_as_sync_ones(daemon: Daemon) -> None:
     async def main() -> None:
         first = BatonSaver(AsyncClient(daemon.socket), owner="async-a")

@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional
 
 from .. import _common
 from ..client import Client
-from ..errors import BatonError, FencedError, LeaseInvalidError, LeaseLostError, LockBusyError, NotFoundError
+from ..errors import BatonError, LeaseInvalidError, LeaseLostError, LockBusyError, NotFoundError
 from ..types import Lease
 from . import _keys
 
@@ -63,7 +63,9 @@ class ThreadLostError(LeaseLostError):
 
     def __init__(self, thread_id: str, cause: Optional[BatonError] = None) -> None:
         data = dict(cause.data) if cause is not None else {}
-        holder = (cause.held_by if isinstance(cause, FencedError) else None) or {}
+        # A fenced write's refusal and a heartbeat's 410 both name the holder now.
+        held = data.get("held_by")
+        holder: Dict[str, Any] = (held[0] if held else {}) if isinstance(held, list) else dict(held or {})
         now = (
             f"{holder.get('owner')} holds it now (since {holder.get('acquired_at')})"
             if holder
