@@ -37,13 +37,14 @@ class ThreadBusyError(LockBusyError):
         held_by = answer.get("held_by") or {}
         holder = (held_by[0] if held_by else {}) if isinstance(held_by, list) else held_by
         waited = f" after waiting {waited_secs:g} s" if waited_secs else ""
+        wait = "raise wait_secs to wait longer" if waited_secs else 'pass on_busy="wait" to wait for it'
         if "lease_id" not in answer and answer.get("status") == "already_held":
             holder = answer
         super().__init__(
             f"LangGraph thread {thread_id!r} is being run by {holder.get('owner')} since "
             f"{holder.get('acquired_at')} (its lease runs to {holder.get('expires_at')}, renewed while that run "
             f"lives); this run was refused{waited} and wrote nothing. Let that run finish and then resume the "
-            "thread from its checkpoint, or pass on_busy=\"wait\" to wait for it",
+            f"thread from its checkpoint, or {wait}",
             kind="thread_busy",
             data={**answer, "thread_id": thread_id},
         )
