@@ -183,6 +183,12 @@ def test_a_second_concurrent_run_on_a_thread_is_refused_before_it_writes(savers:
     assert err.held_by["owner"] == "run-a/run-1" and err.since == lease.raw["acquired_at"]
     assert "on_busy=\"wait\"" in err.message and "wrote nothing" in err.message
     assert not b.started.is_set()
+    # A run that waits gives up after wait_secs, saying so.
+    impatient = BatonSaver(Client(second.client.endpoint), owner="run-c", wait_secs=0.2)  # type: ignore[arg-type]
+    with pytest.raises(ThreadBusyError, match="after waiting 0.2 s and wrote nothing.*raise wait_secs"):
+        with impatient.thread("t-busy", on_busy="wait"):
+            pass
+    impatient.close()
     # ... and so is one that is not in a block: its first checkpoint write is refused.
     unwrapped = Held(second, "c")
     unwrapped.go.set()
