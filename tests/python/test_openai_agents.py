@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import subprocess
+import sys
 import uuid
 from typing import Any, Dict, List
 
@@ -236,6 +238,43 @@ def test_concurrent_first_uses_from_asyncio_tasks_keep_one_history(daemon: Daemo
         return await BatonSession(sid, shared).get_items()
 
     check_one_history(asyncio.run(main()), writers, batches, per)
+
+
+WRITER = """
+import asyncio, sys
+from baton import Client
+from baton.openai_agents import BatonSession
+socket, sid, w, batches, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+session = BatonSession(sid, Client(socket))
+asyncio.run(session.get_items())  # connected, and the session is still new
+print("ready", flush=True)
+sys.stdin.readline()  # all start together
+for b in range(batches):
+    items = [{"role": "user", "content": f"w{w}-{b * per + i}"} for i in range(per)]
+    asyncio.run(session.add_items(items))
+"""
+
+
+def test_concurrent_first_uses_from_processes_keep_one_history(daemon: Daemon) -> None:
+    sid = f"race-{uuid.uuid4().hex[:8]}"
+    writers, batches, per = 4, 5, 2
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(daemon.socket), sid, str(w), str(batches), str(per)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(writers)
+    ]
+    for p in procs:  # every process has started and connected ...
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+    for p in procs:  # ... before any of them writes
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    assert [p.wait(120) for p in procs] == [0] * writers
+    check_one_history(asyncio.run(BatonSession(sid, Client(daemon.socket)).get_items()), writers, batches, per)
 
 
 def test_concurrent_pops_take_each_item_once(daemon: Daemon) -> None:
