@@ -2,12 +2,13 @@
 own process by test_langgraph.py: `draft -> review -> publish`, each node appending its
 name to the state's log.
 
-    python langgraph_graph.py SOCKET THREAD start [--crash-at NODE] [--interrupt-before NODE]
+    python langgraph_graph.py SOCKET THREAD start [--hang-at NODE] [--interrupt-before NODE]
     python langgraph_graph.py SOCKET THREAD resume
 
-`--crash-at` ends the process abruptly inside that node (os._exit, as a kill would:
-nothing is flushed or released); `resume` continues the thread from its latest
-checkpoint (invoke with no input). Prints the final state's log as JSON.
+`--hang-at` prints `in NODE` when that node starts and then blocks, for the test to kill
+the process there (SIGKILL: nothing is flushed or released); `resume` continues the
+thread from its latest checkpoint (invoke with no input). Prints the final state's log
+as JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import json
 import operator
 import os
+import sys
 from typing import Annotated, Any, Callable, Dict, List, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -28,19 +30,20 @@ class State(TypedDict):
     log: Annotated[List[str], operator.add]
 
 
-def node(name: str, crash_at: str | None) -> Callable[[State], Dict[str, Any]]:
+def node(name: str, hang_at: str | None) -> Callable[[State], Dict[str, Any]]:
     def run(state: State) -> Dict[str, Any]:
-        if name == crash_at:
-            os._exit(17)
+        if name == hang_at:
+            print(f"in {name}", flush=True)
+            sys.stdin.read()  # until killed
         return {"log": [name]}
 
     return run
 
 
-def build(saver: BatonSaver, crash_at: str | None, interrupt_before: List[str]) -> Any:
+def build(saver: BatonSaver, hang_at: str | None, interrupt_before: List[str]) -> Any:
     g = StateGraph(State)
     for name in ("draft", "review", "publish"):
-        g.add_node(name, node(name, crash_at))  # type: ignore[call-overload]
+        g.add_node(name, node(name, hang_at))  # type: ignore[call-overload]
     g.add_edge(START, "draft")
     g.add_edge("draft", "review")
     g.add_edge("review", "publish")
@@ -53,11 +56,11 @@ def main() -> None:
     ap.add_argument("socket")
     ap.add_argument("thread")
     ap.add_argument("mode", choices=["start", "resume"])
-    ap.add_argument("--crash-at")
+    ap.add_argument("--hang-at")
     ap.add_argument("--interrupt-before", action="append", default=[])
     args = ap.parse_args()
     with BatonSaver(Client(args.socket), owner=f"process-{os.getpid()}") as saver:
-        graph = build(saver, args.crash_at, args.interrupt_before)
+        graph = build(saver, args.hang_at, args.interrupt_before)
         config = {"configurable": {"thread_id": args.thread}}
         with saver.thread(args.thread):
             # durability="sync": each step's checkpoint is stored before the next step

@@ -97,13 +97,22 @@ def run_graph(daemon: Daemon, thread: str, *args: str) -> subprocess.CompletedPr
 
 
 def test_a_graph_killed_midway_resumes_from_its_checkpoint_in_a_new_process(daemon: Daemon) -> None:
-    killed = run_graph(daemon, "t-killed", "start", "--crash-at", "review")
-    assert killed.returncode == 17, killed.stderr
+    proc = subprocess.Popen(
+        [sys.executable, str(GRAPH), str(daemon.socket), "t-killed", "start", "--hang-at", "review"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "in review\n"
+    proc.kill()  # SIGKILL in the middle of the run, holding the thread
+    proc.wait(30)
+    # Its lease ends with its connection (release_on_disconnect), not a TTL later.
+    until(lambda: not daemon.call("ListResourceLocks", {"prefix": "langgraph:thread/t-killed"})["locks"], "the lease to end")
     with BatonSaver(Client(daemon.socket)) as saver:
         latest = saver.get_tuple({"configurable": {"thread_id": "t-killed"}})
         assert latest is not None and latest.checkpoint["channel_values"]["log"] == ["draft"]
-    # The dead process's lease ended with its connection: the new run is not refused,
-    # and continues after the last checkpoint (draft is not run again).
+    # The new run is not refused, and continues after the last checkpoint (draft is not
+    # run again).
     resumed = run_graph(daemon, "t-killed", "resume")
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == ["draft", "review", "publish"]
