@@ -21,7 +21,7 @@ import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import END, START, StateGraph
 
-from baton import AsyncClient, Client
+from baton import AsyncClient, Client, ProtocolError
 from baton.langgraph import BatonSaver, BatonStore, ThreadBusyError, ThreadLostError
 from batonproc import Daemon, running_daemon
 
@@ -366,6 +366,27 @@ def test_thread_ids_that_look_like_paths_stay_apart(daemon: Daemon) -> None:
             tuples = list(saver.list({"configurable": {"thread_id": thread}}))
             assert {t.config["configurable"]["thread_id"] for t in tuples} == {thread}
             assert tuples[0].checkpoint["channel_values"]["log"] == [thread, "one"]
+
+
+def test_a_checkpoint_too_large_for_one_request_is_stored_in_steps(daemon: Daemon) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with BatonSaver(Client(daemon.socket)) as saver:
+        big = {f"ch{i}": f"{i}" * 400_000 for i in range(3)}  # 1.2 MB: past one request line
+        cp = empty_checkpoint()
+        cp["channel_values"] = big
+        cp["channel_versions"] = {k: 1 for k in big}
+        stored = saver.put({"configurable": {"thread_id": "t-big", "checkpoint_ns": ""}}, cp, {"step": 0}, {k: 1 for k in big})
+        tup = saver.get_tuple(stored)
+        assert tup is not None and tup.checkpoint["channel_values"] == big
+        # A value past batond's limits (its request line, here) is refused in batond's
+        # words, and no checkpoint names values that were not stored.
+        huge = empty_checkpoint()
+        huge["channel_values"] = {"ch": "x" * 900_000}
+        huge["channel_versions"] = {"ch": 2}
+        with pytest.raises(ProtocolError, match="longer than the limit.*BATON_MAX_LINE_BYTES"):
+            saver.put(stored, huge, {"step": 1}, {"ch": 2})
+        assert [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": "t-big"}})] == [cp["id"]]
 
 
 def test_bad_configs_are_refused_with_what_to_do(daemon: Daemon) -> None:
