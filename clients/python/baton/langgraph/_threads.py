@@ -201,12 +201,14 @@ class ThreadLeases:
         with self._lock:
             if self._held.get(held.thread_id) is held:
                 del self._held[held.thread_id]
+                self._taking.pop(held.thread_id, None)
         self._give_back(held, "abandoned" if failed else "modified")
 
     def release(self, thread_id: str) -> None:
         """Gives back the lease held on `thread_id` (lost or not), if any."""
         with self._lock:
             held = self._held.pop(thread_id, None)
+            self._taking.pop(thread_id, None)
         if held is not None:
             self._give_back(held, "modified")
 
@@ -236,6 +238,7 @@ class ThreadLeases:
         """Releases every lease and stops the heartbeats."""
         with self._lock:
             held, self._held = list(self._held.values()), {}
+            self._taking.clear()
         for h in held:
             self._give_back(h, "modified")
         self._stop.set()
