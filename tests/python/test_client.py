@@ -420,3 +420,21 @@ def test_history_before_what_retention_kept_is_compacted_error() -> None:
             c.history("ns", "k", before_version=1199)
         assert (info.value.code, info.value.oldest_version) == (416, 1199)
         assert [v["version"] for v in c.history("ns", "k")] == [1200, 1199]
+
+
+def test_a_request_line_over_the_limit_raises_its_error_and_the_connection_goes_on(daemon: Daemon) -> None:
+    # batond cannot read the id of a line it refused unread: it answers with no id, in
+    # that request's place.
+    with Client(daemon.socket) as c:
+        with pytest.raises(baton.ProtocolError, match="BATON_MAX_LINE_BYTES") as err:
+            c.set("big", "k", "x" * 2_000_000)
+        assert err.value.kind == "request_too_large"
+        assert c.get("big", "k") is None and c.set("big", "k", 1).version == 1
+
+    async def main() -> None:
+        async with baton.AsyncClient(daemon.socket) as a:
+            with pytest.raises(baton.ProtocolError, match="BATON_MAX_LINE_BYTES"):
+                await a.set("big", "k", "x" * 2_000_000)
+            assert (await a.get("big", "k")) is not None
+
+    asyncio.run(main())

@@ -203,3 +203,34 @@ def test_build_slot_agents_coordinate_by_messages_and_a_shared_slot(daemon: Daem
         "builder-a reports core: ok=True",
         "slot free again: available",
     ], done.stdout
+
+
+def test_langgraph_thread_second_run_is_refused_then_resumes(daemon: Daemon) -> None:
+    r = run(sys.executable, str(EXAMPLES / "langgraph_thread" / "run.py"), "--socket", str(daemon.socket))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "run-a: took the thread, wrote the outline and is drafting (a slow model call)"
+    assert lines[1].startswith("run-b: refused before writing anything: the thread is held by run-a/run-1 (since ")
+    assert lines[2:] == [
+        'run-b: waits for the thread (on_busy="wait")',
+        "run-a: finished its run: run-a: outline, run-a: draft, run-a: review",
+        "run-b: took the thread and resumes from run-a's checkpoint (3 log entries)",
+        "run-b: finished its run: run-a: outline, run-a: draft, run-a: review, "
+        "run-b: outline, run-b: draft, run-b: review",
+    ], r.stdout
+    # Both runs ended their hold: the thread is free, each lease released.
+    locks = daemon.call("ListResourceLocks", {"prefix": "langgraph:thread/"})
+    assert locks["locks"] == [] and locks["waiting"] == []
+
+
+def test_agents_session_two_runners_share_one_history(daemon: Daemon) -> None:
+    r = run(sys.executable, str(EXAMPLES / "agents_session" / "run.py"), "--socket", str(daemon.socket))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "one history of 4 items for both runners:",
+        "  assistant: Day 1: Lisbon. Day 2: Sintra.",
+        "  assistant: Packing list: shoes, hat.",
+        "  user: Plan two days in Portugal.",
+        "  user: Write a packing list.",
+        "a third runner continues it: its model saw 5 items and answered 'Both are planned.'",
+    ], r.stdout

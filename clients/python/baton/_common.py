@@ -234,6 +234,10 @@ def encode(request_id: int, method: str, params: Dict[str, Any]) -> bytes:
 def decode(line: bytes, request_id: int) -> Any:
     """The result of a response line, or raises its typed error."""
     answer = json.loads(line)
+    if answer.get("id") is None and "error" in answer:
+        # A line batond could not read (too long, not JSON) is answered in its place with
+        # no id: answers keep request order, so it is this request's.
+        raise from_wire(answer["error"])
     if answer.get("id") != request_id:
         raise BatonError(f"answer to request {answer.get('id')} arrived for {request_id}", kind="protocol")
     if "error" in answer:
