@@ -285,8 +285,12 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             first = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
             assert first["status"] == "acquired" and first["node_id"] == "write" and first["lease_owner"] == "worker"
             none = await w.call_tool("baton_task_next", {"task_id": task_id})
-            # Nothing runnable while "write" runs: the task is still running.
-            assert none.structured_content == {"status": "none", "task_status": "running"}
+            # Nothing runnable while "write" runs: the task is still running, and why.
+            nothing = none.structured_content
+            assert (nothing["status"], nothing["task_status"]) == ("none", "running"), nothing
+            assert "1 held by you (write)" in nothing["why"], nothing
+            assert "1 waiting on dependencies" in nothing["why"] and "other workers" not in nothing["why"], nothing
+            assert "finish yours" in nothing["why"], nothing
             await w.call_tool("baton_task_event", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "action_type": "custom.draft", "payload": {"words": 10}})
             await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "result": "draft v1"})
             second = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
@@ -295,7 +299,8 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             assert stale.is_error and "baton_task_next" in text(stale), text(stale)
             await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "review", "lease_id": second["lease_id"]})
             done = await w.call_tool("baton_task_next", {"task_id": task_id})
-            assert done.structured_content == {"status": "none", "task_status": "completed"}
+            assert (done.structured_content["status"], done.structured_content["task_status"]) == ("none", "completed")
+            assert "stop" in done.structured_content["why"]
             status = await w.call_tool("baton_task_status", {"task_id": task_id})
             assert status.structured_content["task"]["status"] == "completed"
             events = await w.call_tool("baton_events", {"task_id": task_id})
