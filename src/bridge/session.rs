@@ -95,25 +95,32 @@ impl Lost {
         self.nodes.extend(other.nodes);
     }
 
-    /// The sentence naming what ended, and the one thing to do about it.
-    fn told(&self) -> String {
+    /// What ended, in words: "your claims on ... and your node ... of task ...".
+    fn what(&self) -> Option<String> {
         let claims: Vec<&str> = self.claims.iter().map(|(_, key)| key.as_str()).collect();
         let nodes: Vec<String> = self
             .nodes
             .iter()
             .map(|(task, node)| format!("node {node} of task {task}"))
             .collect();
-        let what = match (claims.is_empty(), nodes.is_empty()) {
-            (true, true) => return "Nothing you held was lost.".into(),
-            (false, true) => format!("your claims on {}", claims.join(", ")),
-            (true, false) => format!("your {}", nodes.join(", ")),
-            (false, false) => format!(
+        match (claims.is_empty(), nodes.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some(format!("your claims on {}", claims.join(", "))),
+            (true, false) => Some(format!("your {}", nodes.join(", "))),
+            (false, false) => Some(format!(
                 "your claims on {} and your {}",
                 claims.join(", "),
                 nodes.join(", ")
-            ),
+            )),
+        }
+    }
+
+    /// The sentence naming what ended, and the one thing to do about it.
+    fn told(&self) -> String {
+        let Some(what) = self.what() else {
+            return "Nothing you held was lost.".into();
         };
-        let todo = match (claims.is_empty(), nodes.is_empty()) {
+        let todo = match (self.claims.is_empty(), self.nodes.is_empty()) {
             (false, true) => "Claim again with baton_claim each one you still need before you change it.",
             (true, false) => "Drop that work and take a node again with baton_task_next.",
             _ => "Before you go on, claim again with baton_claim what you still need and take a node again with baton_task_next.",
@@ -510,17 +517,18 @@ impl Bridge {
             None => "the calls that act as the agent will not be made".into(),
         };
         let again = before.map_or_else(String::new, |t| format!(", then call {} again", t.name));
-        let lead = match ended {
-            Some(e) => format!(
-                "Your agent session as {name} ended ({}), and {}",
-                why_ended(e.dropped),
-                if e.lost.is_empty() {
-                    String::new()
-                } else {
-                    format!("with it {}; ", e.lost.told().trim_end_matches('.'))
-                }
+        let (lead, now) = match ended {
+            Some(e) => (
+                format!(
+                    "Your agent session as {name} ended ({}){}. ",
+                    why_ended(e.dropped),
+                    e.lost
+                        .what()
+                        .map_or_else(String::new, |what| format!(", and with it {what}"))
+                ),
+                "now ",
             ),
-            None => String::new(),
+            None => (String::new(), ""),
         };
         let flagged = self.owner_flag.is_some();
         let rename =
@@ -538,7 +546,7 @@ impl Bridge {
                     format!("Call baton_join with another name (or, if that session is a stuck one of yours, with name \"{name}\" and takeover: true){again}.")
                 };
                 format!(
-                    "{lead}the agent name \"{name}\" is in use by another live session ({}), so this MCP session is not joined as {name} and {undone}. {todo}",
+                    "{lead}The agent name \"{name}\" is {now}in use by another live session ({}), so this MCP session is not joined as {name} and {undone}. {todo}",
                     holder(&data)
                 )
             }
@@ -549,7 +557,7 @@ impl Bridge {
                     "Call baton_join with a name of your own.".into()
                 };
                 format!(
-                    "{lead}the agent name \"{name}\" belongs to another token (the one that first joined under it), so this MCP session cannot act as {name} and {undone}. {todo}"
+                    "{lead}The agent name \"{name}\" belongs to another token (the one that first joined under it), so this MCP session cannot act as {name} and {undone}. {todo}"
                 )
             }
             "forbidden" => return Refusal::NoGrant,

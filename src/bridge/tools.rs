@@ -200,11 +200,11 @@ fn one_of(schema: &Value, value: &Value, field: &str, checked: String) -> String
     let mut takes = takes[..1].to_lowercase() + &takes[1..];
     let is = match value {
         Value::String(text) => {
-            let listed = branches.iter().any(|b| b["type"] == "array");
-            if listed {
-                takes.push_str(&format!(", e.g. [{}]", Value::String(text.clone())));
+            let text = Value::String(text.clone());
+            if branches.iter().any(|b| b["type"] == "array") {
+                takes.push_str(&format!("; for one, a list of one: [{text}]"));
             }
-            format!("the string {}", Value::String(text.clone()))
+            format!("the string {text}")
         }
         Value::Null => "null".to_string(),
         Value::Bool(b) => format!("the boolean {b}"),
@@ -527,7 +527,7 @@ mod tests {
         let hint = send.check_arguments(&args(json!("bob"))).unwrap_err();
         assert!(hint.contains("\"to\" is the string \"bob\""), "{hint}");
         assert!(hint.contains("a list of agent names"), "{hint}");
-        assert!(hint.contains("e.g. [\"bob\"]"), "{hint}");
+        assert!(hint.contains("a list of one: [\"bob\"]"), "{hint}");
         assert!(!hint.contains("any JSON"), "{hint}");
         let hint = send.check_arguments(&args(json!(5))).unwrap_err();
         assert!(
