@@ -187,6 +187,11 @@ pub(super) fn error(
     };
     let hint = match kind.as_str() {
         "conflict" => conflict_hint(tool, args, &data).unwrap_or_else(unexplained),
+        // A call acting as the agent refused for its session (the bridge could not join
+        // again just now): batond's words name its own methods.
+        "lease_invalid" if tool.kind.acts_as_agent() => format!(
+            "Your agent session as {owner} has ended (batond restarted, it expired, or it was taken over), so {name} was not done: call {name} again in a moment, and the bridge joins again as {owner} first."
+        ),
         "lease_invalid" if tool.group == Group::Tasks => {
             node_lease_hint(args, owner, &data).unwrap_or_else(unexplained)
         }
@@ -515,6 +520,26 @@ mod tests {
             serde_json::json!([{"owner": "r1"}, {"owner": "r2"}]),
         );
         assert!(hint.contains("r1, r2 hold it now"), "{hint}");
+    }
+
+    #[test]
+    fn an_ended_session_is_told_without_the_daemons_method_names() {
+        let tools = tools::catalogue();
+        for name in ["baton_claim", "baton_send", "baton_task_next"] {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            let err = CallError::Daemon {
+                code: 410,
+                kind: "lease_invalid".into(),
+                message: "the session given has ended (EndSession, expiry, takeover or its connection closing) or is not yours; register again with RegisterAgent".into(),
+                data: serde_json::json!({"kind": "lease_invalid"}),
+            };
+            let result = error(tool, &Map::new(), "alice", err);
+            let ContentBlock::Text(hint) = &result.content[0] else {
+                panic!("a text hint")
+            };
+            assert!(!hint.text.contains("EndSession"), "{}", hint.text);
+            assert!(hint.text.contains("joins again as alice"), "{}", hint.text);
+        }
     }
 
     #[test]

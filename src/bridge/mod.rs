@@ -606,10 +606,13 @@ impl Bridge {
     }
 }
 
-/// A call's answer (None: cancelled; with the connection of a call that waited), and the
-/// main connection's epoch when it answered there.
+/// A daemon result, with the connection of a call that waited for it.
+type Done = (Box<RawValue>, Option<Connection>);
+
+/// A call's answer (None: cancelled), and the main connection's epoch when it answered
+/// there.
 struct Sent {
-    answer: Result<Option<(Box<RawValue>, Option<Connection>)>, CallError>,
+    answer: Result<Option<Done>, CallError>,
     epoch: Option<u64>,
 }
 

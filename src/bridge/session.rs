@@ -221,9 +221,12 @@ pub(super) fn with_notes(mut result: CallToolResult, notes: Vec<Note>) -> CallTo
         result.content.push(ContentBlock::text(note.text));
         if let Some(Value::Object(fields)) = &mut result.structured_content {
             fields.insert("session_note".into(), note.value);
-            // The text mirrors the structured result.
-            if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
-                text.text = serde_json::to_string(&fields).unwrap_or_default();
+            // A success's first text mirrors its structured result (an error's, such as a
+            // busy claim's, is its hint).
+            if result.is_error != Some(true) {
+                if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
+                    text.text = serde_json::to_string(&fields).unwrap_or_default();
+                }
             }
         }
     }
@@ -288,17 +291,38 @@ fn holder(data: &Value) -> String {
     }
 }
 
-/// This bridge, as its session's metadata shows it to whoever finds the name taken.
-fn whoami(context: &RequestContext<RoleServer>) -> Value {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+/// This machine's name, as the kernel or the environment says it.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
         .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok());
+        .or_else(|| std::env::var("HOSTNAME").ok())
+}
+
+/// This bridge, as its session's metadata shows it to whoever finds the name taken.
+fn whoami(context: &RequestContext<RoleServer>) -> Value {
+    let host = hostname();
     let client = context
         .client_info()
         .map(|c| format!("{} {}", c.name, c.version).trim().to_string());
     json!({"host": host, "pid": std::process::id(), "client": client, "via": "mcp-bridge"})
+}
+
+/// Whether `metadata` (a live session's, as its bridge gave it) names a bridge on this
+/// host whose process no longer exists: judged only where `/proc` shows processes.
+fn exited_here(metadata: &Value) -> bool {
+    let (Some("mcp-bridge"), Some(host), Some(pid)) = (
+        metadata["via"].as_str(),
+        metadata["host"].as_str(),
+        metadata["pid"].as_u64(),
+    ) else {
+        return false;
+    };
+    hostname().as_deref() == Some(host)
+        && pid != u64::from(std::process::id())
+        && std::path::Path::new("/proc/self").exists()
+        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 impl Bridge {
@@ -340,7 +364,7 @@ impl Bridge {
         let mut notes = Vec::new();
         if let (None, Some(name), false) = (&state.live, state.name.clone(), state.no_grant) {
             if self.close_ended(&mut state).await {
-                match self.register(&name, None, false, context).await {
+                match self.register_or_succeed(&name, context).await {
                     Ok((joined, epoch)) => {
                         let refused = std::mem::take(&mut state.refused);
                         let ended = state.ended.take();
@@ -492,6 +516,25 @@ impl Bridge {
             .call_main_at(RegisterAgentParams::METHOD, &join, true)
             .await;
         Ok((read::<RegisterAgentParams>(&answer?)?, epoch))
+    }
+
+    /// Joins as `name`; a live session under it whose bridge has exited on this host (its
+    /// connection's end not yet seen by batond: a client restarting its MCP server) is
+    /// taken over, as it is over anyway.
+    async fn register_or_succeed(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(RegisterAgentResult, u64), CallError> {
+        match self.register(name, None, false, context).await {
+            Err(CallError::Daemon { kind, data, .. })
+                if kind == "conflict" && exited_here(&data["metadata"]) =>
+            {
+                tracing::info!("taking over agent {name} from a bridge that has exited");
+                self.register(name, None, true, context).await
+            }
+            other => other,
+        }
     }
 
     /// A failed join, judged: try again later (batond unreachable, busy), go on without

@@ -6,6 +6,8 @@ session's own name and under another one, and a bridge started before its daemon
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -211,3 +213,25 @@ def test_a_bridge_started_before_its_daemon_joins_once_batond_is_up() -> None:
                     daemon.stop()
 
         run(main())
+
+
+def test_a_session_left_by_a_bridge_that_exited_on_this_host_is_taken_over(daemon: Daemon) -> None:
+    """A client that restarts its MCP server: the old bridge's process is gone, but batond
+    has not seen its connection end yet (here: a session with no connection to end). The
+    new bridge takes it over; a session whose process still runs is never taken."""
+    host = Path("/proc/sys/kernel/hostname").read_text().strip()
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited.wait()
+    for name, pid in (("gone", exited.pid), ("alive", os.getpid())):
+        daemon.call("RegisterAgent", {"name": name, "metadata": {"via": "mcp-bridge", "host": host, "pid": pid}})
+
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--agent", "gone")) as c:
+            claim = await c.call_tool("baton_claim", {"resource_key": "tool:x"})
+            assert claim.structured_content["status"] == "acquired", text(claim)
+            assert agents(daemon)["gone"]["locks"] == ["tool:x"]
+        async with Client(bridge_params(daemon.socket, "--agent", "alive")) as c:
+            clash = await c.call_tool("baton_claim", {"resource_key": "tool:y"})
+            assert clash.is_error and f"pid {os.getpid()}" in text(clash), text(clash)
+
+    run(main())
