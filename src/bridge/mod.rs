@@ -322,8 +322,12 @@ impl Bridge {
                 }
             }
         }
+        let answered = match &sent.answer {
+            Ok(_) => true,
+            Err(err) => matches!(err, CallError::Daemon { .. }),
+        };
         let result = self.answer(tool, &args, &ready, sent).await;
-        notes.extend(self.settle_after(context).await);
+        notes.extend(self.settle_after(context, answered).await);
         with_notes(result, notes)
     }
 

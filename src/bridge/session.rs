@@ -333,14 +333,20 @@ impl Bridge {
         tool: &Tool,
         context: &RequestContext<RoleServer>,
     ) -> Result<Ready, CallToolResult> {
-        self.settle(context, Some(tool))
+        self.settle(context, Some(tool), true)
             .await
             .map_err(|text| failure(text, None))
     }
 
-    /// After a call: what `prepare` does, with a refusal told as a note (the call was made).
-    pub(super) async fn settle_after(&self, context: &RequestContext<RoleServer>) -> Vec<Note> {
-        match self.settle(context, None).await {
+    /// After a call: what `prepare` does, with a refusal told as a note (the call was
+    /// made); it joins only when batond `answered` the call (else the next call tries: a
+    /// batond that is away would cost a second wait).
+    pub(super) async fn settle_after(
+        &self,
+        context: &RequestContext<RoleServer>,
+        answered: bool,
+    ) -> Vec<Note> {
+        match self.settle(context, None, answered).await {
             Ok(ready) => ready.notes,
             Err(text) => vec![Note::new(text, None, false, &Lost::default())],
         }
@@ -358,11 +364,13 @@ impl Bridge {
         &self,
         context: &RequestContext<RoleServer>,
         before: Option<&Tool>,
+        join: bool,
     ) -> Result<Ready, String> {
         let mut state = self.session.state.lock().await;
         self.notice_end(&mut state);
         let mut notes = Vec::new();
-        if let (None, Some(name), false) = (&state.live, state.name.clone(), state.no_grant) {
+        let due = (&state.live, state.name.clone(), state.no_grant || !join);
+        if let (None, Some(name), false) = due {
             if self.close_ended(&mut state).await {
                 match self.register_or_succeed(&name, context).await {
                     Ok((joined, epoch)) => {
