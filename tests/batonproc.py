@@ -24,7 +24,12 @@ class Daemon:
     def __init__(self, home: Path, args: Sequence[str] = ()) -> None:
         self.home = home
         self.socket = home / "baton.sock"
-        self.log = open(home / "batond.log", "wb")
+        self.args = tuple(args)
+        self.log = open(home / "batond.log", "ab")
+        self._start()
+
+    def _start(self) -> None:
+        home, args = self.home, self.args
         env = {**os.environ, "RUST_LOG": "warn"}
         env.pop("BATON_DATABASE_URL", None)
         # With BATON_TEST_BACKEND=postgres, each daemon gets a fresh database on the
@@ -68,6 +73,13 @@ class Daemon:
         self.proc.terminate()
         self.proc.wait(timeout=30)
         self.log.close()
+
+    def restart(self) -> None:
+        """Stops batond and starts it again on the same home: the same socket and the same
+        database (SQLite file, or the PostgreSQL database named after the home)."""
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self._start()
 
 
 _DATABASES: set[str] = set()

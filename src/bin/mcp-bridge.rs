@@ -30,7 +30,7 @@ struct Cli {
     /// Token to authenticate with; prefer BATON_TOKEN, which other users cannot see in `ps` [default: BATON_TOKEN]
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
-    /// Tool groups to serve, comma-separated: locks, state, tasks, events, or all
+    /// Tool groups to serve, comma-separated: locks, state, tasks, events, agents, or all
     #[arg(long, value_name = "GROUPS", default_value = "locks,state")]
     tools: String,
     /// The agent this session acts for: the owner of its claims and node leases and the

@@ -35,7 +35,8 @@ const NODE_LEASE: &str = "The lease_id you got from baton_task_next for this nod
 /// The daemon's limits, stated in the schemas and checked before a call: the same
 /// constants the daemon checks with.
 use crate::protocol::limits::{
-    MAX_ATTEMPTS, MAX_LOCK_TTL_SECS, MAX_NODES, MAX_NODE_TTL_SECS, MAX_PAGE, MAX_WAIT_MS,
+    MAX_ATTEMPTS, MAX_DELAY_MS, MAX_LOCK_TTL_SECS, MAX_NODES, MAX_NODE_TTL_SECS, MAX_PAGE,
+    MAX_PRIORITY, MAX_WAIT_MS, MAX_WORKER_LABELS,
 };
 
 /// Every tool, in listing order.
@@ -49,6 +50,8 @@ pub fn catalogue() -> Vec<Tool> {
     let node = json!({
         "status": {"type": "string", "enum": ["acquired", "none"]},
         "task_status": {"type": "string", "enum": ["running", "completed", "failed", "cancelled"], "description": "With status none and a task_id: the task's status; anything but running means it will offer no more nodes."},
+        "why": {"type": "string", "description": "With status none and a task_id: what the task's remaining nodes wait for, and what to do."},
+        "remaining": {"type": "object", "description": "With status none and a running task: how many of its nodes are held_by_you, held_by_others, waiting_on_dependencies, delayed, or need_labels (labels_needed) you did not give."},
         "task_id": {"type": "string"}, "node_id": {"type": "string"}, "name": any("The node's name, if it has one."),
         "lease_id": {"type": "string"}, "lease_owner": {"type": "string"},
         "lease_expires_at": {"type": "string"}, "attempt": {"type": "integer"},
@@ -311,7 +314,10 @@ pub fn catalogue() -> Vec<Tool> {
                         "name": {"type": "string"},
                         "dependencies": {"type": "array", "items": {"type": "string"}, "description": "Ids of nodes that must complete first."},
                         "payload": any("The node's input (any JSON)."),
-                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS, "description": "Tries before it fails for good, 1 to 100 (default 1)."}
+                        "max_attempts": {"type": "integer", "minimum": 1, "maximum": MAX_ATTEMPTS, "description": "Tries before it fails for good, 1 to 100 (default 1)."},
+                        "priority": {"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY, "description": "Higher is handed out first, -1000000 to 1000000 (default 0)."},
+                        "labels": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_WORKER_LABELS, "description": "Only a worker that gives every one of these labels to baton_task_next takes the node, e.g. [\"gpu\"] (at most 8)."},
+                        "delay_ms": {"type": "integer", "minimum": 0, "maximum": MAX_DELAY_MS, "description": "Hold the node back this many milliseconds from now (at most a day)."}
                     },
                     "additionalProperties": false}}), true),
             ],
@@ -326,7 +332,7 @@ pub fn catalogue() -> Vec<Tool> {
             method: AcquireNextNodeParams::METHOD,
             kind: Kind::NextNode,
             title: "Take the next node to work on",
-            description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable now: with a task_id, task_status says whether the task is finished (completed, failed, cancelled: stop) or still running (others hold its remaining nodes: wait_ms waits for one). Waiting stops when you cancel the call.",
+            description: "Take the next runnable node (of task_id, or of any task) with its goal, its dependencies' results and recent events. You hold it on a lease of ttl_secs: on long work call baton_task_heartbeat before lease_expires_at, then finish with baton_task_complete (with a result) or baton_task_fail. status none means nothing is runnable for you now: with a task_id, task_status says whether the task is finished (completed, failed, cancelled: stop) or still running, and why says what its remaining nodes wait for (other workers, dependencies, a delay, or labels you did not give). Waiting stops when you cancel the call.",
             params: vec![
                 ("task_id", string("Only this task's nodes (any task when absent)."), false),
                 ("ttl_secs", bounded("Lease length in seconds, 1 to 86400 (default: the daemon's node timeout).", 1, MAX_NODE_TTL_SECS), false),
@@ -476,13 +482,13 @@ pub fn catalogue() -> Vec<Tool> {
             method: RegisterAgentParams::METHOD,
             kind: Kind::Join,
             title: "Join as an agent",
-            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: a conflict means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session). A name belongs to the token that first joined under it: another token's name is refused (forbidden), takeover or not; pick a name of your own.",
+            description: "Join the other agents under a name (e.g. reviewer-1) before messaging them: the name then appears on your claims, task leases and writes, and your claims and task leases end when this MCP session ends. One live session per name: a conflict means another agent uses the name (pick another, or pass takeover: true if it is you from an earlier session). An MCP session is one agent: joined already (mcp-bridge --agent joins at start), its own name again changes nothing, and another name is refused. A name belongs to the token that first joined under it: another token's name is refused (forbidden), takeover or not; pick a name of your own.",
             params: vec![
                 ("name", string("Your agent name, 1 to 128 bytes, unique among live agents."), true),
                 ("role", string("What you do, shown to others, e.g. reviewer."), false),
                 ("takeover", boolean("End the name's live session (an earlier one of yours) and take its place."), false),
             ],
-            output: output(&["name", "expires_at"], json!({"name": {"type": "string"}, "expires_at": {"type": "string"}})),
+            output: output(&["name", "expires_at"], json!({"name": {"type": "string"}, "expires_at": {"type": "string"}, "already_joined": {"type": "boolean", "description": "True when this session was joined as that name already: nothing changed."}})),
             read_only: false,
             idempotent: false,
             destructive: false,

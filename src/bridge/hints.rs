@@ -2,16 +2,18 @@
 //! an `isError` result whose text says what to do next, naming the tool to call (a
 //! conflict's current version, a busy lock's holder, a lost lease, a compacted journal).
 
+use std::collections::{BTreeSet, HashMap};
+
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use super::tools::{self, Group, Kind, Tool};
 use crate::client::CallError;
 use crate::protocol::locks::HeldBy;
 use crate::protocol::state::DeleteParams;
-use crate::protocol::tasks::CompleteNodeParams;
+use crate::protocol::tasks::{CompleteNodeParams, NodeState, TaskStatus, TaskStatusResult};
 use crate::protocol::Request;
 
 /// What the hints read of a failed compare-and-set's `data`.
@@ -185,6 +187,11 @@ pub(super) fn error(
     };
     let hint = match kind.as_str() {
         "conflict" => conflict_hint(tool, args, &data).unwrap_or_else(unexplained),
+        // A call acting as the agent refused for its session (the bridge could not join
+        // again just now): batond's words name its own methods.
+        "lease_invalid" if tool.kind.acts_as_agent() => format!(
+            "Your agent session as {owner} has ended (batond restarted, it expired, or it was taken over), so {name} was not done: call {name} again in a moment, and the bridge joins again as {owner} first."
+        ),
         "lease_invalid" if tool.group == Group::Tasks => {
             node_lease_hint(args, owner, &data).unwrap_or_else(unexplained)
         }
@@ -336,6 +343,112 @@ fn compacted_hint(args: &Map<String, Value>, data: &Value) -> Option<String> {
     ))
 }
 
+/// `baton_task_next`'s result when a task offers the worker (`me`, with `labels`) no node
+/// now: status none, the task's status, and why, told truthfully from the task's nodes:
+/// held by the worker itself or by others, waiting on dependencies, held back by a delay,
+/// or needing labels the worker did not give.
+pub(super) fn nothing_runnable(status: &TaskStatusResult, labels: &[String], me: &str) -> Value {
+    let task = status.task.status;
+    if task != TaskStatus::Running {
+        let why = format!(
+            "The task is {}: it offers no more nodes, so stop working on it.",
+            task.as_str()
+        );
+        return json!({"status": "none", "task_status": task, "why": why});
+    }
+    let state_of: HashMap<&str, NodeState> = status
+        .nodes
+        .iter()
+        .map(|n| (n.node_id.as_str(), n.state))
+        .collect();
+    let unfinished = |deps: &[String]| {
+        deps.iter()
+            .any(|d| state_of.get(d.as_str()) != Some(&NodeState::Completed))
+    };
+    let (mut mine, mut others, mut delayed) = (Vec::new(), BTreeSet::new(), Vec::new());
+    let (mut held_by_others, mut on_dependencies, mut unlabelled) = (0, 0, 0);
+    let mut needed: BTreeSet<&str> = BTreeSet::new();
+    for node in &status.nodes {
+        let owner = node.lease_owner.as_deref();
+        match node.state {
+            NodeState::Running if owner == Some(me) => mine.push(node.node_id.as_str()),
+            NodeState::Running => {
+                held_by_others += 1;
+                others.insert(owner.unwrap_or("another worker"));
+            }
+            NodeState::Pending if node.ready_at.is_some() => {
+                delayed.extend(node.ready_at.as_deref())
+            }
+            NodeState::Pending if unfinished(&node.dependencies) => on_dependencies += 1,
+            NodeState::Pending if !node.labels.iter().all(|l| labels.contains(l)) => {
+                unlabelled += 1;
+                let lacking = node.labels.iter().filter(|l| !labels.contains(l));
+                needed.extend(lacking.map(String::as_str));
+            }
+            _ => {}
+        }
+    }
+    let needed: Vec<&str> = needed.into_iter().collect();
+    let mut parts = Vec::new();
+    if !mine.is_empty() {
+        parts.push(format!("{} held by you ({})", mine.len(), mine.join(", ")));
+    }
+    if held_by_others > 0 {
+        let others: Vec<&str> = others.into_iter().collect();
+        parts.push(format!(
+            "{held_by_others} held by other workers ({})",
+            others.join(", ")
+        ));
+    }
+    if on_dependencies > 0 {
+        parts.push(format!(
+            "{on_dependencies} waiting on dependencies that are not completed yet"
+        ));
+    }
+    if let Some(first) = delayed.iter().min() {
+        parts.push(format!(
+            "{} held back by a delay (the first until {first})",
+            delayed.len()
+        ));
+    }
+    if unlabelled > 0 {
+        parts.push(format!(
+            "{unlabelled} that need labels you did not give ({})",
+            needed.join(", ")
+        ));
+    }
+    let todo = if parts.is_empty() {
+        "none of its nodes is runnable for you right now: call baton_task_next again.".to_string()
+    } else if !mine.is_empty() && held_by_others == 0 && delayed.is_empty() && unlabelled == 0 {
+        // Only the worker's own nodes stand in the way: waiting would not help.
+        "finish yours with baton_task_complete (or baton_task_fail) first.".to_string()
+    } else if unlabelled > 0 && parts.len() == 1 {
+        format!(
+            "only a worker with the labels {} takes them: pass labels that include them if you can do that work, else leave them to workers that can.",
+            needed.join(", ")
+        )
+    } else {
+        "call baton_task_next again with wait_ms to wait for one to become runnable.".into()
+    };
+    let why = if parts.is_empty() {
+        capitalize_first(&todo)
+    } else {
+        format!("Of its remaining nodes: {}; {todo}", parts.join("; "))
+    };
+    json!({"status": "none", "task_status": task, "why": why,
+        "remaining": {"held_by_you": mine.len(), "held_by_others": held_by_others,
+            "waiting_on_dependencies": on_dependencies, "delayed": delayed.len(),
+            "need_labels": unlabelled, "labels_needed": needed}})
+}
+
+fn capitalize_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 fn text_of(value: &Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
@@ -407,6 +520,26 @@ mod tests {
             serde_json::json!([{"owner": "r1"}, {"owner": "r2"}]),
         );
         assert!(hint.contains("r1, r2 hold it now"), "{hint}");
+    }
+
+    #[test]
+    fn an_ended_session_is_told_without_the_daemons_method_names() {
+        let tools = tools::catalogue();
+        for name in ["baton_claim", "baton_send", "baton_task_next"] {
+            let tool = tools.iter().find(|t| t.name == name).unwrap();
+            let err = CallError::Daemon {
+                code: 410,
+                kind: "lease_invalid".into(),
+                message: "the session given has ended (EndSession, expiry, takeover or its connection closing) or is not yours; register again with RegisterAgent".into(),
+                data: serde_json::json!({"kind": "lease_invalid"}),
+            };
+            let result = error(tool, &Map::new(), "alice", err);
+            let ContentBlock::Text(hint) = &result.content[0] else {
+                panic!("a text hint")
+            };
+            assert!(!hint.text.contains("EndSession"), "{}", hint.text);
+            assert!(hint.text.contains("joins again as alice"), "{}", hint.text);
+        }
     }
 
     #[test]

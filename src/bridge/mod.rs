@@ -12,10 +12,12 @@ mod agent;
 mod catalogue;
 mod hints;
 mod schema;
+mod session;
 pub mod stdio;
 pub mod tools;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,12 +33,17 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
 use crate::client::{read, read_as, CallError, Connection, Target};
-use crate::protocol::agents::RegisterAgentParams;
-use crate::protocol::locks::{AcquireResourceLockParams, AcquireResult, Holders, Lease};
+use crate::protocol::locks::{
+    AcquireResourceLockParams, AcquireResult, HeartbeatResourceLockParams, Holders, Lease,
+};
 use crate::protocol::state::SetParams;
-use crate::protocol::tasks::{AcquireNextNodeParams, TaskStatus, TaskStatusParams};
+use crate::protocol::tasks::{
+    AcquireNextNodeParams, CompleteNodeParams, FailNodeParams, HeartbeatNodeParams,
+    TaskStatusParams, TaskStatusResult,
+};
 use crate::protocol::Request;
 use hints::{error, failure, ok};
+use session::{with_notes, Session};
 use tools::{Group, Kind, Tool};
 
 /// How long a call that does not wait may take before the bridge gives up on the daemon.
@@ -58,10 +65,11 @@ pub struct Bridge {
     parked: StdMutex<HashMap<String, Connection>>,
     /// Becomes true when the client's stdin ends: waiting calls stop at once.
     closed: tokio::sync::watch::Receiver<bool>,
-    /// The agent this session joined as (`baton_join`).
-    joined: StdMutex<Option<agent::Joined>>,
-    /// Whether the `--agent` join was tried already.
-    join_tried: std::sync::atomic::AtomicBool,
+    /// The agent session this MCP session joined as (`--agent`, `baton_join`).
+    session: Session,
+    /// How many times the main connection was dropped: what was tied to it (the agent
+    /// session, claims) ended each time.
+    epoch: AtomicU64,
 }
 
 impl Bridge {
@@ -74,52 +82,14 @@ impl Bridge {
             target,
             tools,
             groups,
-            owner_flag: owner,
+            owner_flag: owner.clone(),
             owner: OnceLock::new(),
             main: Mutex::new(None),
             parked: StdMutex::new(HashMap::new()),
             closed: tokio::sync::watch::channel(false).1,
-            joined: StdMutex::new(None),
-            join_tried: std::sync::atomic::AtomicBool::new(false),
+            session: Session::new(owner),
+            epoch: AtomicU64::new(0),
         }
-    }
-
-    /// With `--agent` and the agents tools, the session joins as that agent before its first
-    /// call (once; if the name is taken it goes on without a session, under that name).
-    async fn join_as_flagged_agent(&self) {
-        let Some(name) = &self.owner_flag else { return };
-        if self
-            .join_tried
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return;
-        }
-        let join = RegisterAgentParams {
-            name: name.clone(),
-            role: None,
-            metadata: None,
-            ttl_secs: Some(agent::JOIN_TTL_SECS),
-            release_on_disconnect: true,
-            takeover: false,
-            idempotency_key: None,
-        };
-        match self.request(&join).await {
-            Ok(r) => {
-                let joined = agent::Joined::new(self.target.clone(), r.name, r.session_id);
-                *self.joined.lock().expect("joined agent") = Some(joined);
-            }
-            Err(err) => {
-                tracing::warn!(%err, "cannot join as agent {name}; baton_join can try again")
-            }
-        }
-    }
-
-    /// The joined agent's name and session, if the session joined.
-    fn joined(&self) -> Option<(String, String)> {
-        let joined = self.joined.lock().expect("joined agent");
-        joined
-            .as_ref()
-            .map(|j| (j.name.clone(), j.session_id.clone()))
     }
 
     /// Ends waiting calls when `closed` becomes true (the client's input has ended).
@@ -179,38 +149,62 @@ impl Bridge {
         read::<R>(&result)
     }
 
-    /// Runs `method` on the session's connection, connecting (again) when needed. A
-    /// request that could not even be sent on a stale connection is sent once more on a
-    /// new one; a request whose answer was lost is not repeated.
+    /// How many times the main connection has been dropped so far.
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// [`Bridge::call_main_at`], sent again on a new connection when the stale one could
+    /// not send it.
     async fn call_main<P: serde::Serialize + Sync + ?Sized>(
         &self,
         method: &str,
         params: &P,
     ) -> Result<Box<RawValue>, CallError> {
+        self.call_main_at(method, params, true).await.0
+    }
+
+    /// Runs `method` on the session's connection, connecting (again) when needed, and says
+    /// which connection answered (its epoch). With `resend`, a request that could not even
+    /// be sent on a stale connection is sent once more on a new one (not a request
+    /// carrying the agent session, which ended with the stale connection); a request whose
+    /// answer was lost is not repeated.
+    async fn call_main_at<P: serde::Serialize + Sync + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        resend: bool,
+    ) -> (Result<Box<RawValue>, CallError>, u64) {
         let mut main = self.main.lock().await;
+        // Whatever was tied to the connection ends with it.
+        let dropped = |main: &mut Option<Connection>| {
+            *main = None;
+            self.epoch.fetch_add(1, Ordering::AcqRel);
+        };
         for attempt in 0..2 {
             if main.is_none() {
-                *main = Some(Connection::open(&self.target).await?);
+                match Connection::open(&self.target).await {
+                    Ok(conn) => *main = Some(conn),
+                    Err(e) => return (Err(e), self.epoch()),
+                }
             }
             let conn = main.as_mut().expect("connected above");
             match tokio::time::timeout(CALL_TIMEOUT, conn.call_raw(method, params)).await {
                 Ok(Err(CallError::NotSent(e))) => {
-                    *main = None;
-                    if attempt == 1 {
-                        return Err(CallError::NotSent(e));
+                    dropped(&mut main);
+                    if attempt == 1 || !resend {
+                        return (Err(CallError::NotSent(e)), self.epoch());
                     }
                 }
                 Ok(Err(e @ CallError::Lost(_))) => {
-                    *main = None;
-                    return Err(e);
+                    dropped(&mut main);
+                    return (Err(e), self.epoch());
                 }
-                Ok(answer) => return answer,
+                Ok(answer) => return (answer, self.epoch()),
                 Err(_) => {
-                    *main = None;
-                    return Err(CallError::Lost(format!(
-                        "batond did not answer within {} s",
-                        CALL_TIMEOUT.as_secs()
-                    )));
+                    dropped(&mut main);
+                    let lost = format!("batond did not answer within {} s", CALL_TIMEOUT.as_secs());
+                    return (Err(CallError::Lost(lost)), self.epoch());
                 }
             }
         }
@@ -263,18 +257,9 @@ impl Bridge {
         mut args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        if self.owner_flag.is_some() && self.groups.contains(&Group::Agents) {
-            self.join_as_flagged_agent().await;
+        if tool.kind == Kind::Join {
+            return self.join_tool(tool, &args, context).await;
         }
-        let joined = self.joined();
-        let owner = match &joined {
-            Some((name, _)) => name.clone(),
-            None => self.owner(context).to_string(),
-        };
-        let session = joined.map(|(_, session_id)| session_id);
-        let wait_ms = |args: &Map<String, Value>, field: &str| {
-            args.get(field).and_then(Value::as_u64).unwrap_or(0)
-        };
         // The bridge's own arguments are read here and never reach the daemon.
         let own: Map<String, Value> = tool
             .kind
@@ -282,106 +267,206 @@ impl Bridge {
             .iter()
             .filter_map(|name| args.remove_entry(*name))
             .collect();
+        if tool.kind == Kind::Guarded {
+            let force = own.get("force").and_then(Value::as_bool) == Some(true);
+            if !force && !args.contains_key("expected_version") {
+                let what = if tool.method == SetParams::METHOD {
+                    "write"
+                } else {
+                    "delete"
+                };
+                return failure(
+                    format!(
+                        "{} needs expected_version so it cannot {what} over someone else's change: call baton_get for {}/{} and pass its version (0 if found is false), or pass force: true to {what} whatever is there.",
+                        tool.name,
+                        args["namespace"].as_str().unwrap_or(""),
+                        args["key"].as_str().unwrap_or("")
+                    ),
+                    None,
+                );
+            }
+        }
+        let mut ready = match self.prepare(tool, context).await {
+            Ok(ready) => ready,
+            Err(refused) => return refused,
+        };
+        let mut notes = std::mem::take(&mut ready.notes);
+        if tool.kind == Kind::AsAgent && ready.session.is_none() {
+            let hint = format!(
+                "{} acts as an agent: call baton_join with your agent name first, then call {} again.",
+                tool.name, tool.name
+            );
+            return with_notes(failure(hint, None), notes);
+        }
+        let mut sent = self.send(tool, &args, &ready, context).await;
+        // A call carrying a session that has ended (batond restarted, the connection
+        // dropped): nothing was done; joined again, it is made once more.
+        let carried = ready.session.clone().filter(|_| tool.kind.acts_as_agent());
+        if let Some(session) = carried {
+            let ended = match &sent.answer {
+                Err(CallError::Daemon { kind, .. }) => kind == "lease_invalid",
+                Err(CallError::NotSent(_)) => true,
+                _ => false,
+            };
+            if ended {
+                self.session_refused(&session).await;
+                match self.prepare(tool, context).await {
+                    Ok(mut again) => {
+                        notes.append(&mut again.notes);
+                        if again.session.is_some() {
+                            ready = again;
+                            sent = self.send(tool, &args, &ready, context).await;
+                        }
+                    }
+                    Err(refused) => return with_notes(refused, notes),
+                }
+            }
+        }
+        let answered = match &sent.answer {
+            Ok(_) => true,
+            Err(err) => matches!(err, CallError::Daemon { .. }),
+        };
+        let result = self.answer(tool, &args, &ready, sent).await;
+        notes.extend(self.settle_after(context, answered).await);
+        with_notes(result, notes)
+    }
+
+    /// Makes the call as `ready` says (the owner, the session), on the main connection or,
+    /// when it waits, on a connection of its own.
+    async fn send(
+        &self,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        ready: &session::Ready,
+        context: &RequestContext<RoleServer>,
+    ) -> Sent {
+        let mut args = args.clone();
+        let owner = self.acting_as(ready, context);
+        let wait_ms = |args: &Map<String, Value>, field: &str| {
+            args.get(field).and_then(Value::as_u64).unwrap_or(0)
+        };
+        let session = ready.session.as_ref();
         let mut waiting = 0;
         match tool.kind {
-            Kind::Plain | Kind::Release => {}
+            Kind::Plain | Kind::Release | Kind::Join => {}
             Kind::Claim => {
                 args.insert("owner".into(), json!(owner));
                 args.insert("provider".into(), json!("mcp"));
                 args.insert("release_on_disconnect".into(), json!(true));
-                if let Some(session) = &session {
+                if let Some(session) = session {
                     args.insert("session_id".into(), json!(session));
                 }
                 waiting = wait_ms(&args, "wait_ms");
             }
-            Kind::Join => {
-                args.insert("release_on_disconnect".into(), json!(true));
-                args.insert("ttl_secs".into(), json!(agent::JOIN_TTL_SECS));
-            }
             Kind::AsAgent => {
-                let Some(session) = &session else {
-                    return failure(
-                        format!(
-                            "{} acts as an agent: call baton_join with your agent name first, then call {} again.",
-                            tool.name, tool.name
-                        ),
-                        None,
-                    );
-                };
-                args.insert("session_id".into(), json!(session));
+                if let Some(session) = session {
+                    args.insert("session_id".into(), json!(session));
+                }
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Wait => waiting = wait_ms(&args, "timeout_ms").max(1),
             Kind::NextNode => {
                 args.insert("lease_owner".into(), json!(owner));
-                if let Some(session) = &session {
+                if let Some(session) = session {
                     args.insert("session_id".into(), json!(session));
                 }
                 waiting = wait_ms(&args, "wait_ms");
             }
             Kind::Guarded => {
-                let force = own.get("force").and_then(Value::as_bool) == Some(true);
-                if !force && !args.contains_key("expected_version") {
-                    let what = if tool.method == SetParams::METHOD {
-                        "write"
-                    } else {
-                        "delete"
-                    };
-                    return failure(
-                        format!(
-                            "{} needs expected_version so it cannot {what} over someone else's change: call baton_get for {}/{} and pass its version (0 if found is false), or pass force: true to {what} whatever is there.",
-                            tool.name,
-                            args["namespace"].as_str().unwrap_or(""),
-                            args["key"].as_str().unwrap_or("")
-                        ),
-                        None,
-                    );
-                }
                 args.entry("updated_by").or_insert(json!(owner));
             }
             Kind::Attributed(field) => {
                 args.entry(field).or_insert(json!(owner));
             }
         }
-        let params = Value::Object(args.clone());
-        let answer = if waiting > 0 {
-            match self
+        let params = Value::Object(args);
+        if waiting > 0 {
+            let answer = self
                 .call_waiting(tool.method, params, waiting, context)
                 .await
-            {
-                Ok(Some((result, conn))) => Ok((result, Some(conn))),
-                Ok(None) => {
-                    return failure(
-                        format!(
-                            "{} was cancelled; nothing is held on its behalf.",
-                            tool.name
-                        ),
-                        None,
-                    )
-                }
-                Err(e) => Err(e),
-            }
-        } else {
-            self.call_main(tool.method, &params)
-                .await
-                .map(|result| (result, None))
-        };
-        if tool.kind == Kind::Release {
-            let lease_over = match &answer {
-                Ok(_) => true,
-                Err(CallError::Daemon { kind, .. }) => kind == "lease_invalid",
-                Err(_) => false,
+                .map(|done| done.map(|(result, conn)| (result, Some(conn))));
+            return Sent {
+                answer,
+                epoch: None,
             };
-            if let (true, Some(lease)) = (lease_over, args.get("lease_id").and_then(Value::as_str))
-            {
-                // The lease is over: the connection a waited-for claim parked it on can go.
-                self.parked
-                    .lock()
-                    .expect("parked connections")
-                    .remove(lease);
-            }
         }
-        // Nothing runnable in one task: say whether that task is over.
+        // A call carrying the session is not sent again on a new connection: the session
+        // ended with the old one.
+        let resend = session.is_none() || !tool.kind.acts_as_agent();
+        let (answer, epoch) = self.call_main_at(tool.method, &params, resend).await;
+        Sent {
+            answer: answer.map(|result| Some((result, None))),
+            epoch: Some(epoch),
+        }
+    }
+
+    /// The owner a call acts as: the joined agent's name, else the session's owner.
+    fn acting_as(&self, ready: &session::Ready, context: &RequestContext<RoleServer>) -> String {
+        match &ready.name {
+            Some(name) => name.clone(),
+            None => self.owner(context).to_string(),
+        }
+    }
+
+    /// The call's answer as a result, keeping track of the claims and node leases it took
+    /// or let go of.
+    async fn answer(
+        &self,
+        tool: &Tool,
+        args: &Map<String, Value>,
+        ready: &session::Ready,
+        sent: Sent,
+    ) -> CallToolResult {
+        let owner = ready
+            .name
+            .clone()
+            .unwrap_or_else(|| self.owner.get().cloned().unwrap_or_default());
+        let answer = match sent.answer {
+            Ok(Some(done)) => Ok(done),
+            Ok(None) => {
+                return failure(
+                    format!(
+                        "{} was cancelled; nothing is held on its behalf.",
+                        tool.name
+                    ),
+                    None,
+                )
+            }
+            Err(e) => Err(e),
+        };
+        // A lease that is over (let go, or found gone) is no longer the session's.
+        let lease = args.get("lease_id").and_then(Value::as_str);
+        let over = match &answer {
+            Ok(_) => {
+                matches!(tool.kind, Kind::Release)
+                    || [CompleteNodeParams::METHOD, FailNodeParams::METHOD].contains(&tool.method)
+            }
+            Err(CallError::Daemon { kind, .. }) => {
+                kind == "lease_invalid"
+                    && (matches!(tool.kind, Kind::Release)
+                        || [
+                            HeartbeatResourceLockParams::METHOD,
+                            CompleteNodeParams::METHOD,
+                            FailNodeParams::METHOD,
+                            HeartbeatNodeParams::METHOD,
+                        ]
+                        .contains(&tool.method))
+            }
+            Err(_) => false,
+        };
+        if let (true, Some(lease)) = (over, lease) {
+            // The connection a waited-for claim parked it on can go.
+            self.parked
+                .lock()
+                .expect("parked connections")
+                .remove(lease);
+            self.let_go(lease).await;
+        }
+        if let Ok((result, conn)) = &answer {
+            self.keep_track(tool, result, conn.is_some(), ready, sent.epoch)
+                .await;
+        }
+        // Nothing runnable in one task: say why.
         let ask_about = match (&answer, args.get("task_id").and_then(Value::as_str)) {
             (Ok((result, _)), Some(task_id))
                 if tool.kind == Kind::NextNode && result.get() == "null" =>
@@ -398,13 +483,49 @@ impl Bridge {
                     after: None,
                 })
                 .await
-                .ok()
-                .map(|r| r.task.status),
+                .ok(),
             None => None,
         };
-        match answer.and_then(|(result, conn)| self.success(tool, &result, conn, task_status)) {
+        match answer
+            .and_then(|(result, conn)| self.success(tool, args, &owner, &result, conn, task_status))
+        {
             Ok(result) => result,
-            Err(err) => error(tool, &args, &owner, err),
+            Err(err) => error(tool, args, &owner, err),
+        }
+    }
+
+    /// Records what a call took that ends with the session or the main connection: a
+    /// claim (on the main connection of `epoch`, or one of its own when it `waited`), a
+    /// node lease taken under the session.
+    async fn keep_track(
+        &self,
+        tool: &Tool,
+        result: &RawValue,
+        waited: bool,
+        ready: &session::Ready,
+        epoch: Option<u64>,
+    ) {
+        match tool.kind {
+            Kind::Claim => {
+                if let Ok(AcquireResult::Acquired(lease)) =
+                    read::<AcquireResourceLockParams>(result)
+                {
+                    if let Some(lease_id) = lease.lease_id {
+                        let epoch = if waited { None } else { epoch };
+                        self.held_claim(lease_id, lease.resource_key, ready.session.clone(), epoch)
+                            .await;
+                    }
+                }
+            }
+            Kind::NextNode => {
+                if let (Ok(Some(node)), Some(session)) =
+                    (read::<AcquireNextNodeParams>(result), &ready.session)
+                {
+                    self.held_node(node.lease_id, node.task_id, node.node_id, session.clone())
+                        .await;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -414,9 +535,11 @@ impl Bridge {
     fn success(
         &self,
         tool: &Tool,
+        args: &Map<String, Value>,
+        owner: &str,
         result: &RawValue,
         conn: Option<Connection>,
-        task_status: Option<TaskStatus>,
+        task_status: Option<TaskStatusResult>,
     ) -> Result<CallToolResult, CallError> {
         let mut value: Value = read_as(tool.method, result)?;
         match tool.kind {
@@ -463,19 +586,17 @@ impl Bridge {
                     return Ok(result);
                 }
             },
-            Kind::Join => {
-                let joined = read::<RegisterAgentParams>(result)?;
-                let agent = agent::Joined::new(self.target.clone(), joined.name, joined.session_id);
-                // The session id stays with the bridge: the model acts through the tools.
-                if let Value::Object(map) = &mut value {
-                    map.remove("session_id");
-                }
-                *self.joined.lock().expect("joined agent") = Some(agent);
-            }
             Kind::NextNode => {
                 if read::<AcquireNextNodeParams>(result)?.is_none() {
+                    let labels: Vec<String> = args
+                        .get("labels")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|l| l.as_str().map(str::to_string))
+                        .collect();
                     return Ok(ok(match task_status {
-                        Some(status) => json!({"status": "none", "task_status": status}),
+                        Some(status) => hints::nothing_runnable(&status, &labels, owner),
                         None => json!({"status": "none"}),
                     }));
                 }
@@ -487,6 +608,16 @@ impl Bridge {
         }
         Ok(ok(value))
     }
+}
+
+/// A daemon result, with the connection of a call that waited for it.
+type Done = (Box<RawValue>, Option<Connection>);
+
+/// A call's answer (None: cancelled), and the main connection's epoch when it answered
+/// there.
+struct Sent {
+    answer: Result<Option<Done>, CallError>,
+    epoch: Option<u64>,
 }
 
 /// Adds to a claim's result the `fence` the model passes to the writes that depend on it
@@ -508,7 +639,10 @@ impl ServerHandler for Bridge {
                 Implementation::new("baton-mcp-bridge", env!("CARGO_PKG_VERSION"))
                     .with_title(format!("Baton ({})", groups.join(", "))),
             )
-            .with_instructions(tools::instructions(&self.groups))
+            .with_instructions(tools::instructions(
+                &self.groups,
+                self.owner_flag.as_deref(),
+            ))
     }
 
     async fn list_tools(

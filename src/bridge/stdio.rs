@@ -4,9 +4,12 @@
 //! faults rmcp does not answer in a way the client can use: a line that is not JSON gets
 //! -32700 (rmcp drops it silently), a request whose `id` is not a string or an integer
 //! gets -32600 carrying that same `id` (rmcp answers with id null, which no client can
-//! match to its request), a line over [`MAX_LINE`] gets -32600, and a `tools/call`
-//! without a `name` gets an empty one, so it is answered -32602 naming the tools rather
-//! than -32601. The screen's answers and the service's messages share stdout one whole
+//! match to its request), so does a request without a method (rmcp leaves the id out), a
+//! line over [`MAX_LINE`] gets -32600, params that are not an object, a `tools/call`
+//! whose `arguments` are not one, and an `initialize` without its fields get -32602
+//! saying what to send (rmcp answers -32601, or about a newer protocol's `_meta`), and a
+//! `tools/call` without a `name` gets an empty one, so it is answered -32602 naming the
+//! tools rather than -32601. The screen's answers and the service's messages share stdout one whole
 //! line at a time.
 //!
 //! When stdin ends, `closing` becomes true: the bridge ends its waiting calls at once
@@ -57,20 +60,43 @@ pub fn screen(line: &[u8]) -> Screened {
     let Some(object) = message.as_object() else {
         return Screened::Pass(line.to_vec());
     };
-    if !object.get("method").is_some_and(Value::is_string) {
-        // A response to one of the bridge's own requests, or a shape rmcp answers itself.
-        return Screened::Pass(line.to_vec());
-    }
-    if let Some(id) = object.get("id") {
-        if !usable_id(id) {
-            return Screened::Answer(fault(
-                id.clone(),
-                -32600,
-                format!("Invalid request: id {id} is not a string or an integer (JSON-RPC 2.0 as MCP uses it); send the request again with a string or integer id"),
-            ));
+    let id = object.get("id").cloned().unwrap_or(Value::Null);
+    let method = match object.get("method") {
+        Some(Value::String(method)) => method.as_str(),
+        // A response to one of the bridge's own requests.
+        None if object.contains_key("result") || object.contains_key("error") => {
+            return Screened::Pass(line.to_vec())
         }
+        None => {
+            return Screened::Answer(fault(
+                id,
+                -32600,
+                "Invalid request: it has no method; a JSON-RPC 2.0 request names its method, e.g. {\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/list\"}".into(),
+            ))
+        }
+        Some(other) => {
+            return Screened::Answer(fault(
+                id,
+                -32600,
+                format!("Invalid request: method is {other}, not a string; send the method's name, e.g. \"tools/list\""),
+            ))
+        }
+    };
+    if object.contains_key("id") && !usable_id(&id) {
+        return Screened::Answer(fault(
+            id.clone(),
+            -32600,
+            format!("Invalid request: id {id} is not a string or an integer (JSON-RPC 2.0 as MCP uses it); send the request again with a string or integer id"),
+        ));
     }
-    let nameless_call = object["method"] == "tools/call"
+    if let Some(problem) = bad_params(method, object.get("params")) {
+        // A notification gets no answer, even to say what is wrong with it.
+        if !object.contains_key("id") {
+            return Screened::Skip;
+        }
+        return Screened::Answer(fault(id, -32602, format!("Invalid params: {problem}")));
+    }
+    let nameless_call = method == "tools/call"
         && !object
             .get("params")
             .and_then(|p| p.get("name"))
@@ -85,6 +111,65 @@ pub fn screen(line: &[u8]) -> Screened {
         _ => message["params"] = json!({"name": ""}),
     }
     Screened::Pass(serde_json::to_vec(&message).unwrap_or_default())
+}
+
+/// What is wrong with a request's `params` that rmcp would answer as something else: MCP
+/// params are an object (rmcp reads an array as an unknown method), `tools/call`'s
+/// `arguments` an object (likewise), and `initialize` needs its three fields (rmcp answers
+/// about the `_meta` of a newer protocol instead).
+fn bad_params(method: &str, params: Option<&Value>) -> Option<String> {
+    let params = match params {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(params)) => Some(params),
+        Some(other) => {
+            return Some(format!(
+                "params of {method} is {}; MCP sends params as an object (or leaves them out)",
+                kind(other)
+            ))
+        }
+    };
+    match method {
+        "tools/call" => match params.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Null) | Some(Value::Object(_)) => None,
+            Some(other) => Some(format!(
+                "params.arguments of tools/call is {}; it must be an object of the tool's arguments by name, e.g. {{\"namespace\": \"p\", \"key\": \"k\"}} (tools/list gives each tool's inputSchema)",
+                kind(other)
+            )),
+        },
+        "initialize" => {
+            let field = |name: &str| params.and_then(|p| p.get(name));
+            let named = |v: &Value, member: &str| v.get(member).is_some_and(Value::is_string);
+            let mut wrong = Vec::new();
+            if !field("protocolVersion").is_some_and(Value::is_string) {
+                wrong.push("protocolVersion (a string, e.g. \"2025-06-18\")");
+            }
+            if !field("capabilities").is_some_and(Value::is_object) {
+                wrong.push("capabilities (an object; {} when the client offers none)");
+            }
+            if !field("clientInfo").is_some_and(|c| named(c, "name") && named(c, "version")) {
+                wrong.push("clientInfo (an object with the client's name and version, e.g. {\"name\": \"my-client\", \"version\": \"1.0\"})");
+            }
+            (!wrong.is_empty()).then(|| {
+                format!(
+                    "initialize needs params.protocolVersion, params.capabilities and params.clientInfo; missing or wrong: {}",
+                    wrong.join(", ")
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A JSON value's type, in words.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// Whether rmcp can read `id` as a request id, and echo it as the client sent it: a
@@ -250,6 +335,64 @@ mod tests {
     }
 
     #[test]
+    fn a_request_without_a_method_is_answered_with_its_id() {
+        let a = answer(r#"{"jsonrpc":"2.0","id":9,"params":{}}"#);
+        assert_eq!(a["id"], 9);
+        assert_eq!(a["error"]["code"], -32600);
+        assert!(a["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no method"));
+        let a = answer(r#"{"jsonrpc":"2.0","id":"x","method":5}"#);
+        assert_eq!(
+            (a["id"].as_str(), a["error"]["code"].as_i64()),
+            (Some("x"), Some(-32600))
+        );
+        // Without an id it is still answered (JSON-RPC 2.0: id null).
+        let a = answer(r#"{"jsonrpc":"2.0"}"#);
+        assert_eq!(a["id"], Value::Null);
+        assert!(a.as_object().unwrap().contains_key("id"), "{a}");
+    }
+
+    #[test]
+    fn params_that_are_not_what_mcp_sends_are_invalid_params() {
+        let a = answer(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"baton_get","arguments":[1]}}"#,
+        );
+        assert_eq!(
+            (a["id"].as_i64(), a["error"]["code"].as_i64()),
+            (Some(1), Some(-32602))
+        );
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("arguments") && message.contains("must be an object"),
+            "{message}"
+        );
+        let a = answer(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":[1]}"#);
+        assert_eq!(a["error"]["code"], -32602, "{a}");
+        let a = answer(r#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{}}"#);
+        assert_eq!(
+            (a["id"].as_i64(), a["error"]["code"].as_i64()),
+            (Some(3), Some(-32602))
+        );
+        let message = a["error"]["message"].as_str().unwrap();
+        for field in ["protocolVersion", "capabilities", "clientInfo"] {
+            assert!(message.contains(field), "{message}");
+        }
+        assert!(!message.contains("_meta"), "{message}");
+        let a = answer(
+            r#"{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x"}}}"#,
+        );
+        let message = a["error"]["message"].as_str().unwrap();
+        assert!(message.contains("wrong: clientInfo"), "{message}");
+        // A notification with bad params is dropped: it gets no answer.
+        assert_eq!(
+            screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":5}"#),
+            Screened::Skip
+        );
+    }
+
+    #[test]
     fn good_lines_pass_and_a_nameless_call_gets_an_empty_name() {
         for line in [
             r#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#,
@@ -257,6 +400,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":2.0,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"baton_get","arguments":null}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#,
         ] {
             assert_eq!(
                 screen(line.as_bytes()),

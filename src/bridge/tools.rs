@@ -90,6 +90,12 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether the call acts as the joined agent: it carries the agent session (a claim,
+    /// a node lease, a message), and ends with it.
+    pub fn acts_as_agent(self) -> bool {
+        matches!(self, Kind::Claim | Kind::NextNode | Kind::AsAgent)
+    }
+
     /// Input properties the bridge reads itself and never sends to the daemon: the only
     /// ones that need not be params of the tool's method.
     pub fn bridge_params(self) -> &'static [&'static str] {
@@ -156,7 +162,8 @@ impl Tool {
             }
             for (field, value) in arguments {
                 if let Some((_, schema, _)) = self.params.iter().find(|(n, _, _)| n == field) {
-                    schema::check(schema, value, field)?;
+                    schema::check(schema, value, field)
+                        .map_err(|e| one_of(schema, value, field, e))?;
                 }
             }
             Ok(())
@@ -172,18 +179,62 @@ impl Tool {
 
 pub use super::catalogue::catalogue;
 
+/// The message for a value that none of an `anyOf`'s branches takes, which the generic
+/// check can only call "not any JSON value": what it is, and what the field takes in the
+/// words of its description (with the list a lone string was meant to be, for a field
+/// that takes a list).
+fn one_of(schema: &Value, value: &Value, field: &str, checked: String) -> String {
+    let (Some(branches), Some(takes)) = (
+        schema.get("anyOf").and_then(Value::as_array),
+        schema.get("description").and_then(Value::as_str),
+    ) else {
+        return checked;
+    };
+    if branches
+        .iter()
+        .any(|b| schema::check(b, value, field).is_ok())
+    {
+        return checked; // a problem inside a branch: the check said which
+    }
+    let takes = takes.trim_end_matches('.');
+    let mut takes = takes[..1].to_lowercase() + &takes[1..];
+    let is = match value {
+        Value::String(text) => {
+            let text = Value::String(text.clone());
+            if branches.iter().any(|b| b["type"] == "array") {
+                takes.push_str(&format!("; for one, a list of one: [{text}]"));
+            }
+            format!("the string {text}")
+        }
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::Array(_) => "an array that is not a list of strings".to_string(),
+        Value::Object(_) => "an object".to_string(),
+    };
+    format!("\"{field}\" is {is}, which it cannot be: send {takes}")
+}
+
 /// The server instructions: the protocol in one short paragraph, naming only the tools
-/// of the groups this bridge serves.
-pub fn instructions(groups: &[Group]) -> String {
+/// of the groups this bridge serves; with `agent` (`--agent`), that the session is that
+/// agent already.
+pub fn instructions(groups: &[Group], agent: Option<&str>) -> String {
     let mut text = String::from("Baton coordinates agents that share files, values and tasks.");
+    if let Some(agent) = agent {
+        text.push_str(&format!(" This session is already joined as agent {agent}: your claims, node leases and writes carry that name. If batond restarts, the bridge joins again as {agent} by itself and the next result says what was lost."));
+    }
     for group in Group::ALL.iter().filter(|g| groups.contains(g)) {
         text.push(' ');
+        if *group == Group::Agents && agent.is_some() {
+            text.push_str("Other agents: see who is here with baton_agents, message them with baton_send, read yours with baton_inbox (wait_ms waits for one) and acknowledge with baton_ack; do not call baton_join (you are joined).");
+            continue;
+        }
         text.push_str(match group {
             Group::State => "Shared values: read with baton_get, work, then write with baton_set and expected_version = the version you read (0 to create); on a conflict, re-read, merge and retry with the new version.",
             Group::Locks => "Files and other resources: claim one with baton_claim right before changing it and release it with baton_release right after, with an honest outcome (modified, created, deleted, moved, released, abandoned); if it is busy, do something else or wait with baton_wait. Leases last ttl_secs (default 300) and end when this session ends: heartbeat them on long work, and pass the fence a claim returns to the writes that depend on it, so that a write from a claim lost meanwhile is refused instead of landing.",
             Group::Tasks => "Task graphs: take a node with baton_task_next, heartbeat it, finish it with baton_task_complete or baton_task_fail.",
             Group::Events => "The journal: read what changed with baton_events, announce with baton_publish.",
-            Group::Agents => "Other agents: join under a name with baton_join first, see who is here with baton_agents, message them with baton_send, read yours with baton_inbox (wait_ms waits for one) and acknowledge with baton_ack.",
+            Group::Agents => "Other agents: join under a name with baton_join first, see who is here with baton_agents, message them with baton_send, read yours with baton_inbox (wait_ms waits for one) and acknowledge with baton_ack. If batond restarts, the bridge joins again under your name by itself and the next result says what was lost.",
         });
     }
     text
@@ -214,7 +265,7 @@ mod tests {
             vec![Group::Tasks],
             Group::ALL.to_vec(),
         ] {
-            let text = instructions(&groups);
+            let text = instructions(&groups, None);
             for tool in &tools {
                 if !groups.contains(&tool.group) {
                     assert!(!text.contains(tool.name), "{} in {text}", tool.name);
@@ -229,6 +280,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn with_an_agent_name_the_instructions_say_the_session_is_joined() {
+        let text = instructions(&Group::ALL, Some("bob"));
+        assert!(text.contains("already joined as agent bob"), "{text}");
+        assert!(text.contains("do not call baton_join"), "{text}");
+        assert!(
+            !text.contains("join under a name with baton_join first"),
+            "{text}"
+        );
+        let text = instructions(&[Group::Locks], Some("bob"));
+        assert!(text.contains("already joined as agent bob") && !text.contains("baton_join"));
     }
 
     #[test]
@@ -453,6 +517,31 @@ mod tests {
             }
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn a_wrong_recipient_is_told_what_to_send() {
+        let tools = catalogue();
+        let send = tools.iter().find(|t| t.name == "baton_send").unwrap();
+        let args = |to: Value| json!({"to": to, "body": "hi"}).as_object().unwrap().clone();
+        let hint = send.check_arguments(&args(json!("bob"))).unwrap_err();
+        assert!(hint.contains("\"to\" is the string \"bob\""), "{hint}");
+        assert!(hint.contains("a list of agent names"), "{hint}");
+        assert!(hint.contains("a list of one: [\"bob\"]"), "{hint}");
+        assert!(!hint.contains("any JSON"), "{hint}");
+        let hint = send.check_arguments(&args(json!(5))).unwrap_err();
+        assert!(
+            hint.contains("the number 5") && hint.contains("\"*\""),
+            "{hint}"
+        );
+        let hint = send.check_arguments(&args(json!([]))).unwrap_err();
+        assert!(!hint.contains("any JSON"), "{hint}");
+        assert!(send.check_arguments(&args(json!(["bob"]))).is_ok());
+        assert!(send.check_arguments(&args(json!("*"))).is_ok());
+        let hint = send
+            .check_arguments(json!({"to": ["bob"]}).as_object().unwrap())
+            .unwrap_err();
+        assert!(hint.contains("\"body\" is missing"), "{hint}");
     }
 
     #[test]

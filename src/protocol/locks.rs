@@ -22,9 +22,10 @@ requests! {
 pub struct AcquireResourceLockParams {
     /// `kind:name`, e.g. `file:src/lib.rs`, `dir:src`, `tool:cargo-fmt`.
     pub resource_key: String,
-    /// Who holds it (an agent's name). Asking again with the same owner returns the same
-    /// lease. Defaults to the session's name with `session_id` (and, given with it, must be
-    /// that name); one of the two is needed.
+    /// Who holds it (an agent's name). Asking again as the same holder (the same session,
+    /// or without one the same owner and token) returns the same lease. Defaults to the
+    /// session's name with `session_id` (and, given with it, must be that name); one of the
+    /// two is needed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Tie the lease to this session (RegisterAgent): it ends (`abandoned`) with it.

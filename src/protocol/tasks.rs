@@ -340,6 +340,12 @@ pub struct NodeSummary {
     #[schemars(with = "Option<serde_json::Value>")]
     pub error: Option<Json>,
     pub updated_at: String,
+    /// The labels a worker needs all of to take it (sorted; none: any worker).
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// While a delay holds it back: when it becomes runnable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

@@ -28,11 +28,22 @@ fn events(client: &mut Client, kind: &str) -> Vec<Value> {
 fn one_live_session_per_name_unless_taken_over() {
     let daemon = Daemon::start();
     let mut client = daemon.client();
-    let first = register(&mut client, "reviewer", json!({"role": "review"}));
+    let first = register(
+        &mut client,
+        "reviewer",
+        json!({"role": "review", "metadata": {"host": "box-1", "pid": 42}}),
+    );
     let refused = client.error("RegisterAgent", json!({"name": "reviewer"}));
     let data = assert_error(&refused, 409, "conflict");
     assert_eq!(data["role"], "review");
     assert!(data["last_seen"].is_string(), "{data}");
+    // Who has the name, as it said when it joined, and since when.
+    assert_eq!(data["metadata"], json!({"host": "box-1", "pid": 42}));
+    let since = data["started_at"].as_str().expect("since when");
+    assert!(
+        refused["message"].as_str().unwrap().contains(since),
+        "{refused}"
+    );
     assert!(
         !refused.to_string().contains(&first),
         "never the session id"

@@ -13,6 +13,7 @@ mod docs;
 mod durability;
 mod fence;
 mod guard;
+mod held_already;
 mod hooks;
 mod https;
 mod idempotency;

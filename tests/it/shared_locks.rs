@@ -134,3 +134,35 @@ fn a_counting_key_admits_its_slots_and_refuses_another_count() {
         "acquired"
     );
 }
+
+#[test]
+fn the_status_of_a_counting_key_shows_every_holder() {
+    let daemon = Daemon::start();
+    let mut client = daemon.client();
+    let status = |client: &mut crate::common::Client| {
+        client.result(
+            "ResourceLockStatus",
+            json!({"resource_key": "tool:build-box"}),
+        )
+    };
+    let two = json!({"slots": 2});
+    let first = acquire_with(&mut client, "tool:build-box", "a", two.clone());
+    // One slot of two taken: held, by that one holder, with the key's slots.
+    let one = status(&mut client);
+    assert_eq!(one["status"], "held", "{one}");
+    assert_eq!(one["held_by"][0]["owner"], "a");
+    assert_eq!(one["held_by"][0]["slots"], 2);
+    acquire_with(&mut client, "tool:build-box", "b", two);
+    let both = status(&mut client);
+    let owners: Vec<&str> = both["held_by"]
+        .as_array()
+        .expect("every holder")
+        .iter()
+        .map(|h| h["owner"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["a", "b"], "{both}");
+    assert_eq!(both["conflicting_key"], "tool:build-box");
+    release(&mut client, &first, "released");
+    let left = status(&mut client);
+    assert_eq!(left["held_by"].as_array().unwrap().len(), 1, "{left}");
+}

@@ -285,8 +285,12 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             first = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
             assert first["status"] == "acquired" and first["node_id"] == "write" and first["lease_owner"] == "worker"
             none = await w.call_tool("baton_task_next", {"task_id": task_id})
-            # Nothing runnable while "write" runs: the task is still running.
-            assert none.structured_content == {"status": "none", "task_status": "running"}
+            # Nothing runnable while "write" runs: the task is still running, and why.
+            nothing = none.structured_content
+            assert (nothing["status"], nothing["task_status"]) == ("none", "running"), nothing
+            assert "1 held by you (write)" in nothing["why"], nothing
+            assert "1 waiting on dependencies" in nothing["why"] and "other workers" not in nothing["why"], nothing
+            assert "finish yours" in nothing["why"], nothing
             await w.call_tool("baton_task_event", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "action_type": "custom.draft", "payload": {"words": 10}})
             await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "write", "lease_id": first["lease_id"], "result": "draft v1"})
             second = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
@@ -295,7 +299,8 @@ def test_a_task_graph_runs_through_the_task_tools(daemon: Daemon) -> None:
             assert stale.is_error and "baton_task_next" in text(stale), text(stale)
             await w.call_tool("baton_task_complete", {"task_id": task_id, "node_id": "review", "lease_id": second["lease_id"]})
             done = await w.call_tool("baton_task_next", {"task_id": task_id})
-            assert done.structured_content == {"status": "none", "task_status": "completed"}
+            assert (done.structured_content["status"], done.structured_content["task_status"]) == ("none", "completed")
+            assert "stop" in done.structured_content["why"]
             status = await w.call_tool("baton_task_status", {"task_id": task_id})
             assert status.structured_content["task"]["status"] == "completed"
             events = await w.call_tool("baton_events", {"task_id": task_id})
@@ -423,6 +428,58 @@ def test_writes_fenced_by_a_lost_claim_are_refused_and_name_the_new_holder(daemo
     run(main())
 
 
+def test_labelled_prioritized_nodes_and_why_a_worker_gets_none(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "tasks", "--owner", "cpu-worker")) as w:
+            reg = await w.call_tool(
+                "baton_task_register",
+                {"goal": "train", "nodes": [
+                    {"id": "fit", "labels": ["gpu"], "priority": 5},
+                    {"id": "report", "dependencies": ["fit"], "priority": -1},
+                ]},
+            )
+            assert not reg.is_error, text(reg)
+            task_id = reg.structured_content["task_id"]
+            nodes = daemon.call("TaskStatus", {"task_id": task_id})["nodes"]
+            assert nodes[0]["labels"] == ["gpu"] and nodes[1]["labels"] == []
+            # A worker without labels: nobody holds anything; the truth is the labels.
+            none = (await w.call_tool("baton_task_next", {"task_id": task_id})).structured_content
+            assert none["status"] == "none" and none["task_status"] == "running", none
+            why = none["why"]
+            assert "held by" not in why, why
+            assert "1 that need labels you did not give (gpu)" in why, why
+            assert "1 waiting on dependencies" in why, why
+            assert none["remaining"]["labels_needed"] == ["gpu"]
+            bad = await w.call_tool("baton_task_register", {"goal": "g", "nodes": [{"priority": "high"}]})
+            assert bad.is_error and "priority" in text(bad), text(bad)
+            got = (await w.call_tool("baton_task_next", {"task_id": task_id, "labels": ["gpu"]})).structured_content
+            assert got["status"] == "acquired" and got["node_id"] == "fit", got
+
+    run(main())
+
+
+def test_the_status_of_a_key_with_slots_and_a_wrong_recipient(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with Client(bridge_params(daemon.socket, "--tools", "all", "--owner", "a")) as a, Client(
+            bridge_params(daemon.socket, "--tools", "all", "--owner", "b")
+        ) as b:
+            for c in (a, b):
+                took = await c.call_tool("baton_claim", {"resource_key": "tool:build-box", "slots": 2})
+                assert took.structured_content["status"] == "acquired", text(took)
+            status = await a.call_tool("baton_lock_status", {"resource_key": "tool:build-box"})
+            assert not status.is_error, text(status)
+            assert [h["owner"] for h in status.structured_content["held_by"]] == ["a", "b"]
+            await a.call_tool("baton_join", {"name": "ann"})
+            wrong = await a.call_tool("baton_send", {"to": "bob", "body": "hi"})
+            assert wrong.is_error, text(wrong)
+            assert '"to" is the string "bob"' in text(wrong) and '["bob"]' in text(wrong), text(wrong)
+            assert "any JSON" not in text(wrong)
+            nobody = await a.call_tool("baton_send", {"to": ["bob"]})
+            assert nobody.is_error and '"body" is missing' in text(nobody), text(nobody)
+
+    run(main())
+
+
 def raw_bridge(daemon: Daemon) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN_DIR / "mcp-bridge"), "--socket", str(daemon.socket)],
@@ -451,6 +508,13 @@ def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_th
     def answer() -> Any:
         return json.loads(bridge.stdout.readline())
 
+    # initialize without its fields is told which it needs (not a newer protocol's _meta).
+    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    empty = answer()
+    assert empty["id"] == 0 and empty["error"]["code"] == -32602, empty
+    for field in ("protocolVersion", "capabilities", "clientInfo"):
+        assert field in empty["error"]["message"], empty
+    assert "_meta" not in empty["error"]["message"]
     send({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
@@ -465,6 +529,14 @@ def test_protocol_faults_are_json_rpc_errors_and_a_waiting_call_does_not_hold_th
         refused = answer()
         assert refused["id"] == bad_id and refused["error"]["code"] == -32600, refused
         assert "string or an integer" in refused["error"]["message"]
+    # A request without a method is answered with its id; arguments must be an object.
+    send({"jsonrpc": "2.0", "id": 11, "params": {}})
+    methodless = answer()
+    assert methodless["id"] == 11 and methodless["error"]["code"] == -32600, methodless
+    send({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "baton_get", "arguments": [1]}})
+    listed = answer()
+    assert listed["id"] == 12 and listed["error"]["code"] == -32602, listed
+    assert "arguments" in listed["error"]["message"] and "object" in listed["error"]["message"], listed
     send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"arguments": {}}})
     nameless = answer()
     assert nameless["id"] == 2 and nameless["error"]["code"] == -32602, nameless
@@ -520,6 +592,7 @@ def test_help_and_version_describe_the_bridge() -> None:
     helped = subprocess.run([bridge, "--help"], capture_output=True, text=True, check=True).stdout
     assert helped.startswith("mcp-bridge: an MCP server over stdio"), helped
     assert "--agent" in helped and "--tools" in helped
+    assert "locks, state, tasks, events, agents, or all" in helped, helped
 
 
 def test_agents_join_message_each_other_and_their_claims_end_with_the_session(daemon: Daemon) -> None:

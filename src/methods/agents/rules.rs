@@ -138,11 +138,20 @@ pub fn register(ctx: &mut WriteCtx<'_>, r: Register) -> Result<RegisterAgentResu
             let mut data = serde_json::Map::new();
             data.insert("name".into(), r.name.clone().into());
             data.insert("role".into(), live.role.clone().into());
+            // Who it is, as it said when it joined (a bridge gives its host, pid and
+            // client), and since when: only the name's own token gets this far.
+            let metadata = match &live.metadata {
+                Some(text) => serde_json::from_str(text)?,
+                None => serde_json::Value::Null,
+            };
+            data.insert("metadata".into(), metadata);
+            data.insert("started_at".into(), format_ms(live.started_at).into());
             data.insert("last_seen".into(), format_ms(live.last_seen).into());
             return Err(Error::Conflict {
                 message: format!(
-                    "agent `{}` already has a live session (last seen {}); pick another name, wait for it to end, or pass takeover: true to end it",
+                    "agent `{}` already has a live session (since {}, last seen {}); pick another name, wait for it to end, or pass takeover: true to end it",
                     r.name,
+                    format_ms(live.started_at),
                     format_ms(live.last_seen)
                 ),
                 data,

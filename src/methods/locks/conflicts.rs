@@ -67,6 +67,28 @@ impl Blockers {
     }
 }
 
+/// Whether `row` is already the requester's (`owner`, presenting `session`, acting with
+/// `token`): answered `already_held` rather than judged as anyone else's lease (busy, or
+/// a place in the queue). A lease tied to an agent session is that session's alone: only
+/// a request presenting the same session holds it already, whatever owner name another
+/// request gives (two hosts that both say `alice` are two holders). A lease tied to no
+/// session is its owner name's as said with the token that took it: a request tied to no
+/// session, with the same owner and token, holds it already; another token, or a
+/// session, saying that name does not.
+pub fn holds_already(
+    row: &LeaseRow,
+    owner: &str,
+    session: Option<&str>,
+    token: Option<&str>,
+) -> bool {
+    row.owner == owner
+        && match (row.session_id.as_deref(), session) {
+            (Some(held), Some(asked)) => held == asked,
+            (None, None) => row.token_id.as_deref() == token,
+            _ => false,
+        }
+}
+
 /// What stands in the way of holding `key` as `want` now; None when nothing does.
 /// A request whose slots do not match the key's is refused (400), naming the key's.
 pub fn blockers(held: &Held, key: &ResourceKey, want: Want) -> Result<Option<Blockers>> {

@@ -131,6 +131,7 @@ mod tests {
             metadata: None,
             holder_connection: None,
             token_id: None,
+            session_id: None,
             mode,
             slots: None,
         }

@@ -30,7 +30,7 @@ use crate::engine::{Reply, Served};
 
 use super::super::areas::WriteCtx;
 use super::super::Presented;
-use super::conflicts::{blockers, Visible, Want};
+use super::conflicts::{blockers, holds_already, Blockers, Visible, Want};
 use super::memory::{Queue, Wait, Waiter, Watcher};
 use super::shown::{
     busy, busy_result, held_by, holders, lease, AcquiredData, BrokenData, EndedData,
@@ -349,6 +349,7 @@ fn grant(ctx: &mut WriteCtx<'_>, request: &AcquireRequest) -> Result<AcquireResu
         metadata: request.metadata.clone(),
         holder_connection,
         token_id: request.token_id.clone(),
+        session_id: request.session.as_ref().map(|s| s.lease_id.clone()),
         mode: request.want.mode,
         slots: request.want.slots,
     };
@@ -372,18 +373,25 @@ pub fn acquire(
         request.owner = super::super::agents::rules::session_name(ctx, presented, "owner", given)?;
     }
     let holders = ctx.memory.locks.held.holders(&request.key.key);
-    if let Some(row) = holders.into_iter().find(|row| row.owner == request.owner) {
+    if let Some(row) = holders.into_iter().find(|row| {
+        holds_already(
+            row,
+            &request.owner,
+            request.session.as_ref().map(|s| s.lease_id.as_str()),
+            request.token_id.as_deref(),
+        )
+    }) {
         let previous = ctx.outcomes().previous(&row.resource_key)?;
         let mut lease = lease(&row, ctx.now_ms, previous)?;
-        // Anyone can say an owner's name; only the connection that acquired the lease
-        // is shown its id again.
+        // Anyone can say an owner's name; only the connection that acquired the lease,
+        // or the session it is tied to (a secret of its holder), is shown its id again.
         let same_connection = ctx
             .memory
             .locks
             .schedule
             .lease(&row.lease_id)
             .is_some_and(|l| l.data.acquired_on == request.connection);
-        if !same_connection {
+        if !same_connection && row.session_id.is_none() {
             lease.lease_id = None;
         }
         return Ok(Served::Now(AcquireResult::AlreadyHeld(lease)));
@@ -603,8 +611,22 @@ pub fn status(
     key: &ResourceKey,
     visible: &Visible,
 ) -> Result<StatusResult> {
+    // A counting key is shown with every holder (each with the key's slots), free slots
+    // or not: judged as an exclusive acquire it would be refused for its missing slots.
+    let rows = ctx.memory.locks.held.holders(&key.key);
+    let counting = rows
+        .first()
+        .is_some_and(|h| h.slots.is_some())
+        .then(|| Blockers {
+            rows,
+            conflicting_key: key.key.clone(),
+            many: true,
+        });
     Ok(
-        match blockers(&ctx.memory.locks.held, key, Want::EXCLUSIVE)? {
+        match counting.map_or_else(
+            || blockers(&ctx.memory.locks.held, key, Want::EXCLUSIVE),
+            |b| Ok(Some(b)),
+        )? {
             Some(b) => {
                 let b = b.seen_by(visible);
                 StatusResult::Held {

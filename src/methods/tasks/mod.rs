@@ -302,6 +302,13 @@ fn node_summary(row: ListedNode) -> Result<NodeSummary> {
         result: rules::raw(row.result)?,
         error: rules::raw(row.error)?,
         updated_at: format_ms(row.updated_at),
+        labels: row
+            .label_key
+            .split('\u{1f}')
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+        ready_at: row.ready_at.map(format_ms),
     })
 }
 
@@ -609,6 +616,8 @@ mod tests {
                 result: None,
                 error: Some(r#"{"why": "x"}"#.into()),
                 updated_at: 1_700_000_000_789,
+                label_key: "gpu\u{1f}linux".into(),
+                ready_at: None,
             }],
         }
     }
@@ -643,6 +652,8 @@ mod tests {
             Some("2023-11-14T22:14:20.000Z")
         );
         assert_eq!(node.updated_at, "2023-11-14T22:13:20.789Z");
+        assert_eq!(node.labels, ["gpu", "linux"]);
+        assert!(node.ready_at.is_none());
         assert!(node.result.is_none());
         // The error exactly as stored.
         assert_eq!(node.error.as_ref().unwrap().get(), r#"{"why": "x"}"#);

@@ -196,6 +196,8 @@ pub struct LeaseRow {
     pub holder_connection: Option<u64>,
     /// The token the lease was obtained with (None: a Unix-socket admin connection).
     pub token_id: Option<String>,
+    /// The agent session the lease ends with, if it was taken with one.
+    pub session_id: Option<String>,
     pub mode: LockMode,
     /// The key's slots, for a counting key.
     pub slots: Option<u64>,

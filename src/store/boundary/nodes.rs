@@ -134,6 +134,10 @@ pub struct ListedNode {
     /// JSON text.
     pub error: Option<String>,
     pub updated_at: i64,
+    /// Its labels, as stored: sorted, joined by a unit separator ("" for none).
+    pub label_key: String,
+    /// Epoch milliseconds: held back by a delay until then.
+    pub ready_at: Option<i64>,
 }
 
 /// What TaskStatus reads of a task, in one snapshot.

@@ -14,7 +14,7 @@ use crate::store::rows::{lock_mode, previous};
 
 use super::{i, u, Lit, PgConn};
 
-const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots, session_id";
 
 fn lease_row(r: &Row) -> LeaseRow {
     LeaseRow {
@@ -30,6 +30,7 @@ fn lease_row(r: &Row) -> LeaseRow {
         token_id: r.get(9),
         mode: lock_mode(r.get(10)),
         slots: r.get::<_, Option<i64>>(11).map(u),
+        session_id: r.get(12),
     }
 }
 

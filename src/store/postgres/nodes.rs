@@ -419,7 +419,7 @@ impl Nodes for PgConn {
             .collect::<Result<Vec<_>>>()?;
         let rows = self.query(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
-                    lease_expires_at, result, error, updated_at
+                    lease_expires_at, result, error, updated_at, label_key, ready_at
              FROM nodes WHERE task_id = $1
                AND ($2::text IS NULL
                     OR position > (SELECT position FROM nodes WHERE task_id = $1 AND node_id = $2))
@@ -441,6 +441,8 @@ impl Nodes for PgConn {
                     result: r.get(8),
                     error: r.get(9),
                     updated_at: r.get(10),
+                    label_key: r.get(11),
+                    ready_at: r.get(12),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

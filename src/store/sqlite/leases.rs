@@ -246,7 +246,7 @@ impl HeldOutcomes {
     }
 }
 
-const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots";
+const LEASE_COLUMNS: &str = "resource_key, lease_id, owner, provider, fencing_token, acquired_at, expires_at, metadata, holder_connection, token_id, mode, slots, session_id";
 
 fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
     Ok(LeaseRow {
@@ -262,6 +262,7 @@ fn lease_row(r: &Row<'_>) -> rusqlite::Result<LeaseRow> {
         token_id: r.get(9)?,
         mode: lock_mode(r.get_ref(10)?.as_str()?),
         slots: r.get(11)?,
+        session_id: r.get(12)?,
     })
 }
 

@@ -480,7 +480,7 @@ impl<C: Sql> Nodes for C {
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut stmt = self.conn().prepare_cached(
             "SELECT node_id, name, state, dependencies, attempts, max_attempts, lease_owner,
-                    lease_expires_at, result, error, updated_at
+                    lease_expires_at, result, error, updated_at, label_key, ready_at
              FROM nodes WHERE task_id = ?1
                AND (?2 IS NULL
                     OR position > (SELECT position FROM nodes WHERE task_id = ?1 AND node_id = ?2))
@@ -500,6 +500,8 @@ impl<C: Sql> Nodes for C {
                     result: r.get(8)?,
                     error: r.get(9)?,
                     updated_at: r.get(10)?,
+                    label_key: r.get(11)?,
+                    ready_at: r.get(12)?,
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
