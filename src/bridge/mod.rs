@@ -10,6 +10,7 @@
 
 mod agent;
 mod catalogue;
+mod held;
 mod hints;
 mod schema;
 mod session;

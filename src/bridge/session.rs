@@ -15,8 +15,6 @@
 //! `--agent` the name is fixed; without it, one MCP session is one agent, and joining
 //! again would orphan what the first name holds).
 
-use std::collections::BTreeMap;
-
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
@@ -24,6 +22,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
 use super::agent::{Joined, JOIN_TTL_SECS};
+pub(super) use super::held::{with_notes, Note};
+use super::held::{Claim, Held, Lost, Node};
 use super::hints::{error, failure, ok};
 use super::tools::{Group, Tool};
 use super::Bridge;
@@ -74,163 +74,6 @@ struct Ended {
     lost: Lost,
     /// batond was told to end it, or said it had ended.
     closed: bool,
-}
-
-/// What ended with a session or a connection.
-#[derive(Default)]
-struct Lost {
-    /// (lease id, resource key)
-    claims: Vec<(String, String)>,
-    /// (task id, node id)
-    nodes: Vec<(String, String)>,
-}
-
-impl Lost {
-    fn is_empty(&self) -> bool {
-        self.claims.is_empty() && self.nodes.is_empty()
-    }
-
-    fn extend(&mut self, other: Lost) {
-        self.claims.extend(other.claims);
-        self.nodes.extend(other.nodes);
-    }
-
-    /// What ended, in words: "your claims on ... and your node ... of task ...".
-    fn what(&self) -> Option<String> {
-        let claims: Vec<&str> = self.claims.iter().map(|(_, key)| key.as_str()).collect();
-        let nodes: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|(task, node)| format!("node {node} of task {task}"))
-            .collect();
-        match (claims.is_empty(), nodes.is_empty()) {
-            (true, true) => None,
-            (false, true) => Some(format!("your claims on {}", claims.join(", "))),
-            (true, false) => Some(format!("your {}", nodes.join(", "))),
-            (false, false) => Some(format!(
-                "your claims on {} and your {}",
-                claims.join(", "),
-                nodes.join(", ")
-            )),
-        }
-    }
-
-    /// The sentence naming what ended, and the one thing to do about it.
-    fn told(&self) -> String {
-        let Some(what) = self.what() else {
-            return "Nothing you held was lost.".into();
-        };
-        let todo = match (self.claims.is_empty(), self.nodes.is_empty()) {
-            (false, true) => "Claim again with baton_claim each one you still need before you change it.",
-            (true, false) => "Drop that work and take a node again with baton_task_next.",
-            _ => "Before you go on, claim again with baton_claim what you still need and take a node again with baton_task_next.",
-        };
-        format!("Lost with it (no longer yours; others may take them): {what}. {todo}")
-    }
-
-    fn value(&self) -> (Value, Value) {
-        let claims = self.claims.iter().map(|(_, key)| json!(key)).collect();
-        let nodes = self
-            .nodes
-            .iter()
-            .map(|(task, node)| json!({"task_id": task, "node_id": node}))
-            .collect();
-        (Value::Array(claims), Value::Array(nodes))
-    }
-}
-
-/// What the bridge took that ends with its session or its main connection.
-#[derive(Default)]
-struct Held {
-    /// By lease id.
-    claims: BTreeMap<String, Claim>,
-    /// By node lease id: only those tied to a session.
-    nodes: BTreeMap<String, Node>,
-}
-
-struct Claim {
-    key: String,
-    session: Option<String>,
-    /// The main connection it was taken on (None: a connection of its own, parked).
-    epoch: Option<u64>,
-}
-
-struct Node {
-    task_id: String,
-    node_id: String,
-    session: String,
-}
-
-impl Held {
-    /// Takes what ends with `session`, registered on the main connection of `epoch`.
-    fn take_session(&mut self, session: &str, epoch: u64, dropped: bool) -> Lost {
-        let ends = |c: &Claim| {
-            c.session.as_deref() == Some(session) || (dropped && c.epoch == Some(epoch))
-        };
-        let mut lost = Lost::default();
-        self.claims.retain(|id, c| {
-            let keep = !ends(c);
-            if !keep {
-                lost.claims.push((id.clone(), c.key.clone()));
-            }
-            keep
-        });
-        self.nodes.retain(|_, n| {
-            let keep = n.session != session;
-            if !keep {
-                lost.nodes.push((n.task_id.clone(), n.node_id.clone()));
-            }
-            keep
-        });
-        lost
-    }
-
-    /// Takes the claims of no session taken on a main connection other than `epoch`'s.
-    fn take_dropped(&mut self, epoch: u64) -> Lost {
-        let mut lost = Lost::default();
-        self.claims.retain(|id, c| {
-            let keep = c.session.is_some() || c.epoch.is_none_or(|e| e == epoch);
-            if !keep {
-                lost.claims.push((id.clone(), c.key.clone()));
-            }
-            keep
-        });
-        lost
-    }
-}
-
-/// A note the next result carries: in its text, and as its `session_note` field.
-pub(super) struct Note {
-    text: String,
-    value: Value,
-}
-
-impl Note {
-    fn new(text: String, agent: Option<&str>, joined: bool, lost: &Lost) -> Note {
-        let (claims, nodes) = lost.value();
-        let value = json!({"note": text, "agent": agent, "joined": joined,
-            "lost_claims": claims, "lost_nodes": nodes});
-        Note { text, value }
-    }
-}
-
-/// Adds `notes` to a result: a text block each, and (on a structured result) the last as
-/// its `session_note` field.
-pub(super) fn with_notes(mut result: CallToolResult, notes: Vec<Note>) -> CallToolResult {
-    for note in notes {
-        result.content.push(ContentBlock::text(note.text));
-        if let Some(Value::Object(fields)) = &mut result.structured_content {
-            fields.insert("session_note".into(), note.value);
-            // A success's first text mirrors its structured result (an error's, such as a
-            // busy claim's, is its hint).
-            if result.is_error != Some(true) {
-                if let Some(ContentBlock::Text(text)) = result.content.first_mut() {
-                    text.text = serde_json::to_string(&fields).unwrap_or_default();
-                }
-            }
-        }
-    }
-    result
 }
 
 /// What a call acts as, once the session is settled.
