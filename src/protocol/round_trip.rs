@@ -205,7 +205,7 @@ fn task_journal_and_system_results_read_back_byte_for_byte() {
         r#"{"task_id":"t","node_id":"n","name":null,"lease_id":"l","lease_owner":"w","lease_expires_at":"2026-01-02T03:09:05.678Z","attempt":1,"max_attempts":2,"payload":{"x": 1.50},"context":{"goal":"g","task_context":[ 1 ],"dependency_results":{"a":true,"b":{"c": 2.0}},"recent_events":[{"seq":1,"type":"task.registered","at":"2026-01-02T03:04:05.678Z","task_id":"t","data":{}}]}}"#,
     );
     answer::<TaskStatusParams>(
-        r#"{"task":{"task_id":"t","goal":"g","status":"running","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"},"counts":{"COMPLETED":0,"PENDING":1},"nodes":[{"node_id":"n","name":"build","state":"FAILED","dependencies":["m"],"attempts":1,"max_attempts":1,"lease_owner":null,"lease_expires_at":null,"result":null,"error":{"why": 1.50},"updated_at":"2026-01-02T03:04:05.678Z"}],"next":null}"#,
+        r#"{"task":{"task_id":"t","goal":"g","status":"running","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"},"counts":{"COMPLETED":0,"PENDING":1},"nodes":[{"node_id":"n","name":"build","state":"FAILED","dependencies":["m"],"attempts":1,"max_attempts":1,"lease_owner":null,"lease_expires_at":null,"result":null,"error":{"why": 1.50},"updated_at":"2026-01-02T03:04:05.678Z","labels":["gpu"],"ready_at":"2026-01-02T03:04:06.000Z"}],"next":null}"#,
     );
     answer::<ListTasksParams>(
         r#"{"tasks":[{"task_id":"t","goal":"g","status":"completed","created_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z"}],"next":"t"}"#,
