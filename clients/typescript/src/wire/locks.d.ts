@@ -92,9 +92,10 @@ export type AcquireResourceLockParams = {
    */
   mode?: (LockMode | null);
   /**
-   * Who holds it (an agent's name). Asking again with the same owner returns the same
-   * lease. Defaults to the session's name with `session_id` (and, given with it, must be
-   * that name); one of the two is needed.
+   * Who holds it (an agent's name). Asking again as the same holder (the same session,
+   * or without one the same owner and token) returns the same lease. Defaults to the
+   * session's name with `session_id` (and, given with it, must be that name); one of the
+   * two is needed.
    */
   owner?: string | null;
   provider?: string | null;

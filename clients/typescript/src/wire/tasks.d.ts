@@ -61,11 +61,15 @@ export type NodeSummary = {
   attempts: number;
   dependencies: string[];
   error?: Json;
+  /** The labels a worker needs all of to take it (sorted; none: any worker). */
+  labels?: string[];
   lease_expires_at?: string | null;
   lease_owner?: string | null;
   max_attempts: number;
   name?: string | null;
   node_id: string;
+  /** While a delay holds it back: when it becomes runnable. */
+  ready_at?: string | null;
   result?: Json;
   state: NodeState;
   updated_at: string;
